@@ -1,0 +1,1 @@
+//! Baseline runs: wait4/rusage, /proc polling, statistics.

@@ -1,0 +1,82 @@
+//! What to do, as plain data: the CLI turns arguments into these structs and the core
+//! never sees clap.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// One invocation of profmap.
+#[derive(Debug, Clone)]
+pub enum Plan {
+    /// Baseline only (`bench`), or baseline + profiled run (`run`), or profiled run only
+    /// (`record`).
+    Session(SessionPlan),
+    /// Re-analyse a recording (`report`).
+    Report(ReportPlan),
+    /// Print what this machine allows (`doctor`).
+    Doctor,
+}
+
+/// Which phases a session runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Bench,
+    Run,
+    Record,
+}
+
+#[derive(Debug, Clone)]
+pub struct SessionPlan {
+    pub mode: Mode,
+    pub target: TargetSpec,
+    pub measure: MeasurePlan,
+    pub sample: SamplePlan,
+    pub output: OutputPlan,
+}
+
+/// The command to launch.
+#[derive(Debug, Clone)]
+pub struct TargetSpec {
+    pub program: String,
+    pub args: Vec<String>,
+}
+
+impl TargetSpec {
+    pub fn argv(&self) -> Vec<String> {
+        std::iter::once(self.program.clone())
+            .chain(self.args.iter().cloned())
+            .collect()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct MeasurePlan {
+    pub runs: u32,
+    pub warmup: u32,
+    pub timeout: Option<Duration>,
+    pub allow_failure: bool,
+    /// /proc poll interval for memory and the timeline.
+    pub poll_interval: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct SamplePlan {
+    pub frequency_hz: u32,
+    /// Bytes of user stack copied per sample for DWARF unwinding.
+    pub stack_bytes: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct OutputPlan {
+    pub dir: PathBuf,
+    pub json_stdout: bool,
+    pub quiet: bool,
+    pub run_id: Option<String>,
+    pub summary_path: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ReportPlan {
+    /// A recording file, or a folder holding `profile.json.gz`.
+    pub input: PathBuf,
+    pub output: OutputPlan,
+}

@@ -1,0 +1,91 @@
+//! Baseline runs as recorded: every run's raw figures, warm-ups included and marked.
+
+use serde::{Deserialize, Serialize};
+
+/// All runs of the baseline phase, in the order they ran.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Baseline {
+    pub warmup_runs: u32,
+    pub requested_runs: u32,
+    pub runs: Vec<RunMeasurement>,
+}
+
+impl Baseline {
+    /// The counted (non-warm-up) runs.
+    pub fn counted(&self) -> impl Iterator<Item = &RunMeasurement> {
+        self.runs.iter().filter(|r| !r.warmup)
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ExitStatus {
+    Code { code: i32 },
+    Signal { signal: i32, core_dumped: bool },
+    Timeout,
+    /// profmap was interrupted (Ctrl-C) while the run was in flight.
+    Interrupted,
+}
+
+impl ExitStatus {
+    pub fn success(&self) -> bool {
+        matches!(self, ExitStatus::Code { code: 0 })
+    }
+}
+
+/// Every figure of one run of the target's whole process tree.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunMeasurement {
+    pub index: u32,
+    pub warmup: bool,
+    /// Target pid of this run.
+    pub pid: i32,
+    /// From the release of the exec to the exit of the last process in the tree.
+    pub wall_ms: f64,
+    pub user_ms: f64,
+    pub sys_ms: f64,
+    /// Largest single process's max RSS (rusage of reaped processes).
+    pub max_rss_kb: u64,
+    /// Peak of the summed RSS of the live tree, sampled; None when no sample landed.
+    pub tree_rss_peak_kb: Option<u64>,
+    /// RSS of the main process at its last sample minus at its first; None if < 2 samples.
+    pub memory_delta_kb: Option<i64>,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub rchar: u64,
+    pub wchar: u64,
+    pub voluntary_cs: u64,
+    pub involuntary_cs: u64,
+    pub minor_faults: u64,
+    pub major_faults: u64,
+    /// Processes started by the tree, the target itself included.
+    pub processes: u64,
+    /// "counted" when every fork was counted in the kernel, "observed" when only the
+    /// processes seen by polling and reaping are known (a lower bound).
+    pub processes_basis: String,
+    pub threads_peak: u64,
+    pub exit: ExitStatus,
+    pub timeline: Vec<TimelinePoint>,
+}
+
+impl RunMeasurement {
+    pub fn cpu_ms(&self) -> f64 {
+        self.user_ms + self.sys_ms
+    }
+}
+
+/// One point of the run's timeline, taken by polling /proc.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TimelinePoint {
+    /// Milliseconds since the run started.
+    pub t_ms: f64,
+    /// CPU used by the live tree since the previous point, in % of one core.
+    pub cpu_pct: f64,
+    pub rss_kb: u64,
+    /// Storage bytes read and written per second since the previous point.
+    pub read_bps: f64,
+    pub write_bps: f64,
+    pub threads: u64,
+    pub processes: u64,
+}

@@ -1,0 +1,72 @@
+//! The data model: one versioned recording of a profiling session.
+//!
+//! Everything left of PROFILE in the flow (target, measure, sample, symbolize) produces
+//! these structs; everything right of it (analyse, report, export, compare) is a pure
+//! function of them. The recording is written as `profile.json.gz` and read back by
+//! `profmap report`.
+//!
+//! Invariants:
+//! - Times are nanoseconds (`_ns`) or milliseconds (`_ms`) as named; sizes bytes or KiB
+//!   as named. A value that was not measured is `None`, never 0.
+//! - Stacks are interned as a prefix tree (`StackNode` with a parent index), root first:
+//!   a sample points at its leaf node. Frames are interned once per distinct
+//!   (function, module, file, line, kind).
+//! - Off-CPU intervals are samples whose `weight_ns` is the interval's duration;
+//!   on-CPU samples weigh the sampling period. Summing weights gives wall-clock time per
+//!   thread, and per stack.
+
+mod baseline;
+mod io;
+mod sampled;
+
+pub use baseline::{Baseline, ExitStatus, RunMeasurement, TimelinePoint};
+pub use io::{read_recording, write_recording};
+pub use sampled::{
+    Frame, FrameKind, ProcessInfo, SampleKind, SampleQuality, SampledProfile, StackNode,
+    ThreadInfo, ThreadSample, WaitState,
+};
+
+use serde::{Deserialize, Serialize};
+
+/// Identifies the file format; `report` refuses anything else.
+pub const FORMAT_NAME: &str = "profmap-recording";
+/// Bumped on any incompatible change of the structs below.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// One profiling session on disk.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Recording {
+    pub format: String,
+    pub version: u32,
+    pub meta: SessionMeta,
+    pub baseline: Option<Baseline>,
+    pub sampled: Option<SampledProfile>,
+    /// Warnings raised while recording (the target, the machine, the measurement).
+    pub warnings: Vec<String>,
+}
+
+/// What was run, when, by which profmap, on what machine.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SessionMeta {
+    pub run_id: String,
+    pub command: Vec<String>,
+    /// Seconds since the Unix epoch when the session started.
+    pub started_unix_s: f64,
+    pub tool_version: String,
+    pub hostname: Option<String>,
+    pub kernel: Option<String>,
+    pub cpus: Option<u32>,
+}
+
+impl Recording {
+    pub fn new(meta: SessionMeta) -> Self {
+        Recording {
+            format: FORMAT_NAME.to_string(),
+            version: FORMAT_VERSION,
+            meta,
+            baseline: None,
+            sampled: None,
+            warnings: Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! The deep profile as recorded: processes, threads, interned frames and stacks, and
+//! weighted samples (on-CPU ticks and off-CPU intervals).
+
+use serde::{Deserialize, Serialize};
+
+/// The result of one profiled run, already symbolized.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SampledProfile {
+    /// e.g. "perf_event cpu-clock + context-switch, dwarf unwinding".
+    pub sampler: String,
+    pub frequency_hz: f64,
+    /// Wall time of the profiled run, ms.
+    pub wall_ms: f64,
+    pub processes: Vec<ProcessInfo>,
+    pub threads: Vec<ThreadInfo>,
+    pub frames: Vec<Frame>,
+    pub stacks: Vec<StackNode>,
+    pub samples: Vec<ThreadSample>,
+    pub quality: SampleQuality,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ProcessInfo {
+    pub pid: i32,
+    pub ppid: Option<i32>,
+    /// Short name (comm) at the end of the run, e.g. "python3".
+    pub name: String,
+    /// Path of the executable, when known.
+    pub exe: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ThreadInfo {
+    pub pid: i32,
+    pub tid: i32,
+    pub name: String,
+}
+
+/// Where a frame comes from.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum FrameKind {
+    /// Native user-space code.
+    User,
+    Kernel,
+    Python,
+    /// A synthetic frame (e.g. a process or thread root) added by profmap.
+    Synthetic,
+}
+
+/// One symbolized frame. `function` is demangled; an address that could not be named is
+/// written as `module+0xoffset` (never a neighbour's name).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Frame {
+    pub function: String,
+    /// File name of the binary or shared object (or Python module).
+    pub module: Option<String>,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    pub kind: FrameKind,
+    /// True when the frame was inlined into its caller.
+    pub inlined: bool,
+}
+
+impl Frame {
+    /// `file:line` when both are known, `file` when only it is.
+    pub fn location(&self) -> Option<String> {
+        match (&self.file, self.line) {
+            (Some(f), Some(l)) => Some(format!("{f}:{l}")),
+            (Some(f), None) => Some(f.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// A node of the interned stack tree: a frame with its caller's node.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+pub struct StackNode {
+    /// Index into `stacks` of the caller, None at a root.
+    pub parent: Option<u32>,
+    /// Index into `frames`.
+    pub frame: u32,
+}
+
+/// State of a thread when it was switched out.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitState {
+    /// Interruptible sleep (S): waiting for an event.
+    Sleeping,
+    /// Uninterruptible sleep (D): usually block I/O or page faults.
+    Uninterruptible,
+    /// Still runnable, but preempted (involuntary switch): waiting for a CPU.
+    Preempted,
+    /// Another or unknown state.
+    Other,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SampleKind {
+    OnCpu,
+    OffCpu { state: WaitState },
+}
+
+/// One weighted sample of one thread.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct ThreadSample {
+    pub pid: i32,
+    pub tid: i32,
+    /// Nanoseconds since the start of the profiled run.
+    pub time_ns: u64,
+    /// Leaf node in `stacks`; None when no frame could be recovered.
+    pub stack: Option<u32>,
+    /// On-CPU: the sampling period; off-CPU: the interval's duration.
+    pub weight_ns: u64,
+    pub kind: SampleKind,
+}
+
+/// What the sampler knows about its own accuracy.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SampleQuality {
+    pub samples: u64,
+    pub off_cpu_intervals: u64,
+    pub lost_samples: u64,
+    /// Stacks whose unwinding stopped before reaching a root frame.
+    pub unwind_failures: u64,
+    /// Stacks cut at the kernel's or copy's size limit.
+    pub truncated_stacks: u64,
+    /// Distinct addresses that could not be named.
+    pub unnamed_addresses: u64,
+    pub warnings: Vec<String>,
+}
+
+impl SampledProfile {
+    /// Frames of a stack, root first.
+    pub fn stack_frames(&self, leaf: u32) -> Vec<&Frame> {
+        let mut out = Vec::new();
+        let mut cur = Some(leaf);
+        while let Some(i) = cur {
+            let node = &self.stacks[i as usize];
+            out.push(&self.frames[node.frame as usize]);
+            cur = node.parent;
+        }
+        out.reverse();
+        out
+    }
+
+    /// Frame indices of a stack, root first.
+    pub fn stack_frame_ids(&self, leaf: u32) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut cur = Some(leaf);
+        while let Some(i) = cur {
+            let node = self.stacks[i as usize];
+            out.push(node.frame);
+            cur = node.parent;
+        }
+        out.reverse();
+        out
+    }
+}

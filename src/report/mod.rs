@@ -1,0 +1,1 @@
+//! Our own views: performance map, Markdown, summary.

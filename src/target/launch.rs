@@ -1,0 +1,229 @@
+//! Launching a command suspended, so samplers can attach before its first instruction.
+//!
+//! `std::process::Command::spawn` returns only after exec, so a `pre_exec` that waits
+//! would deadlock. Instead we fork by hand: the child puts itself in its own process
+//! group, wires stdin to /dev/null and stdout/stderr to pipes, then blocks reading a
+//! "release" pipe. The parent attaches whatever it needs to the child's pid (perf events
+//! with `enable_on_exec`), then writes one byte; the child calls `execvp`. If exec fails
+//! the child writes its errno to a close-on-exec "error" pipe, so `release` can tell
+//! "exec failed: ENOENT" from "exec happened" (the pipe closes with no data).
+//!
+//! Between fork and exec the child only makes async-signal-safe calls: every C string
+//! is prepared before the fork.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use crate::error::Error;
+use crate::plan::TargetSpec;
+
+/// A forked child blocked before exec.
+#[derive(Debug)]
+pub struct Suspended {
+    pub pid: i32,
+    release_w: OwnedFd,
+    error_r: OwnedFd,
+    pub stdout: File,
+    pub stderr: File,
+}
+
+/// A child that has exec'd the target.
+#[derive(Debug)]
+pub struct Launched {
+    pub pid: i32,
+    pub stdout: File,
+    pub stderr: File,
+}
+
+/// Resolve the program like `execvp` would, so that a missing or non-executable
+/// command is reported before anything is created.
+pub fn resolve_program(program: &str) -> Result<PathBuf, Error> {
+    let cannot = |reason: &str| Error::CannotRun {
+        name: program.to_string(),
+        reason: reason.to_string(),
+    };
+    if program.is_empty() {
+        return Err(cannot("empty command"));
+    }
+    let check = |p: &Path| -> Result<PathBuf, Error> {
+        let meta = std::fs::metadata(p).map_err(|e| cannot(&e.to_string()))?;
+        if meta.is_dir() {
+            return Err(cannot("is a directory"));
+        }
+        if !is_executable(p) {
+            return Err(cannot("permission denied (the file is not executable; chmod +x it)"));
+        }
+        Ok(p.to_path_buf())
+    };
+    if program.contains('/') {
+        return check(Path::new(program));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let mut first_err = None;
+    for dir in std::env::split_paths(&path) {
+        let cand = dir.join(program);
+        if cand.exists() {
+            match check(&cand) {
+                Ok(p) => return Ok(p),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+    }
+    Err(first_err.unwrap_or_else(|| cannot("command not found in PATH")))
+}
+
+fn is_executable(p: &Path) -> bool {
+    let Ok(c) = CString::new(p.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: c is a valid NUL-terminated string.
+    unsafe { libc::access(c.as_ptr(), libc::X_OK) == 0 }
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), Error> {
+    let mut fds = [0; 2];
+    // SAFETY: fds has room for two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(Error::Tool(format!("pipe: {}", std::io::Error::last_os_error())));
+    }
+    // SAFETY: pipe2 returned two fresh descriptors we now own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Fork the target, stopped before exec. Call `Suspended::release` to let it run, or
+/// drop it to cancel (the child then exits without running the target).
+pub fn spawn_suspended(spec: &TargetSpec) -> Result<Suspended, Error> {
+    let to_c = |s: &str| {
+        CString::new(s.as_bytes()).map_err(|_| Error::CannotRun {
+            name: spec.program.clone(),
+            reason: "argument contains a NUL byte".into(),
+        })
+    };
+    let argv_c: Vec<CString> = spec.argv().iter().map(|s| to_c(s)).collect::<Result<_, _>>()?;
+    let mut argv_p: Vec<*const libc::c_char> = argv_c.iter().map(|c| c.as_ptr()).collect();
+    argv_p.push(std::ptr::null());
+    let devnull = File::open("/dev/null").map_err(|e| Error::io(Path::new("/dev/null"), e))?;
+    let (release_r, release_w) = pipe()?;
+    let (error_r, error_w) = pipe()?;
+    let (out_r, out_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+
+    // SAFETY: the child branch only calls async-signal-safe functions on data prepared
+    // above, then execs or _exits.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(Error::Tool(format!("fork: {}", std::io::Error::last_os_error())));
+    }
+    if pid == 0 {
+        // SAFETY: see above; every pointer is valid until exec.
+        unsafe {
+            child_after_fork(
+                devnull.as_raw_fd(),
+                out_w.as_raw_fd(),
+                err_w.as_raw_fd(),
+                release_r.as_raw_fd(),
+                error_w.as_raw_fd(),
+                &argv_p,
+            )
+        }
+    }
+    // Parent. Also set the group from this side, so the group exists before release
+    // (whichever of the two setpgid calls runs first wins; both agree).
+    // SAFETY: plain syscall on our child's pid.
+    unsafe { libc::setpgid(pid, pid) };
+    drop((release_r, error_w, out_w, err_w));
+    Ok(Suspended {
+        pid,
+        release_w,
+        error_r,
+        stdout: File::from(out_r),
+        stderr: File::from(err_r),
+    })
+}
+
+/// The child side: never returns.
+unsafe fn child_after_fork(
+    stdin_fd: i32,
+    out_fd: i32,
+    err_fd: i32,
+    release_fd: i32,
+    error_fd: i32,
+    argv: &[*const libc::c_char],
+) -> ! {
+    // SAFETY: async-signal-safe syscalls only; argv is NULL-terminated.
+    unsafe {
+        libc::setpgid(0, 0);
+        // Rust ignores SIGPIPE; the target expects the default dispositions and mask.
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
+        libc::signal(libc::SIGTERM, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+        libc::dup2(stdin_fd, 0);
+        libc::dup2(out_fd, 1);
+        libc::dup2(err_fd, 2);
+        let mut b = 0u8;
+        let n = loop {
+            let n = libc::read(release_fd, (&raw mut b).cast(), 1);
+            if n < 0 && *libc::__errno_location() == libc::EINTR {
+                continue;
+            }
+            break n;
+        };
+        if n != 1 {
+            libc::_exit(127);
+        }
+        libc::execvp(argv[0], argv.as_ptr());
+        let errno = *libc::__errno_location();
+        let bytes = errno.to_ne_bytes();
+        libc::write(error_fd, bytes.as_ptr().cast(), bytes.len());
+        libc::_exit(127);
+    }
+}
+
+impl Suspended {
+    /// Let the child exec the target. Returns once exec has happened (or failed).
+    pub fn release(self, program: &str) -> Result<Launched, Error> {
+        let Suspended {
+            pid,
+            release_w,
+            error_r,
+            stdout,
+            stderr,
+        } = self;
+        let mut w = File::from(release_w);
+        std::io::Write::write_all(&mut w, &[1]).map_err(|e| Error::Tool(format!("release: {e}")))?;
+        drop(w);
+        let mut buf = Vec::new();
+        let _ = File::from(error_r).read_to_end(&mut buf);
+        if buf.len() >= 4 {
+            let errno = i32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]);
+            reap(pid);
+            return Err(Error::CannotRun {
+                name: program.to_string(),
+                reason: std::io::Error::from_raw_os_error(errno).to_string(),
+            });
+        }
+        Ok(Launched { pid, stdout, stderr })
+    }
+}
+
+/// Reap one child, ignoring its status.
+pub fn reap(pid: i32) {
+    let mut status = 0;
+    // SAFETY: plain syscall.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+}
+
+/// Make this process the reaper of every orphan its descendants leave, so double-forked
+/// processes stay countable and killable.
+pub fn become_subreaper() {
+    // SAFETY: plain prctl.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+}
