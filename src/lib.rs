@@ -18,5 +18,42 @@ pub mod plan;
 pub mod profile;
 pub mod report;
 pub mod sample;
+pub mod stats;
 pub mod symbolize;
 pub mod target;
+pub mod cli;
+pub mod session;
+pub mod ui;
+
+use error::Error;
+use plan::Plan;
+
+/// Parse `args` (argv, program name first), do the job, and return the exit code:
+/// 0 ok, 1 the target failed, 2 usage or tool error, 130 interrupted.
+pub fn run(args: Vec<String>) -> i32 {
+    let plan = match cli::parse(args) {
+        cli::Parsed::Plan(p) => p,
+        cli::Parsed::Print { text, to_stderr, code } => {
+            if to_stderr {
+                eprint!("{text}");
+            } else {
+                print!("{text}");
+            }
+            return code;
+        }
+    };
+    let result = match &plan {
+        Plan::Session(s) => session::run(s),
+        Plan::Report(_) => Err(Error::Usage(
+            "`profmap report` needs a deep-profile recording; it is not built into this version yet".into(),
+        )),
+        Plan::Doctor => Err(Error::Usage("`profmap doctor` is not built into this version yet".into())),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("profmap: {e}");
+            e.exit_code()
+        }
+    }
+}

@@ -1,2 +1,6 @@
 //! The `profmap` binary: hands the arguments to `profmap::run` and exits with its code.
-fn main() {}
+
+fn main() {
+    let code = profmap::run(std::env::args().collect());
+    std::process::exit(code);
+}

@@ -40,6 +40,9 @@ pub struct Recording {
     pub version: u32,
     pub meta: SessionMeta,
     pub baseline: Option<Baseline>,
+    /// The separate, profiled run's own figures (not part of the baseline statistics).
+    #[serde(default)]
+    pub profiled_run: Option<RunMeasurement>,
     pub sampled: Option<SampledProfile>,
     /// Warnings raised while recording (the target, the machine, the measurement).
     pub warnings: Vec<String>,
@@ -65,6 +68,7 @@ impl Recording {
             version: FORMAT_VERSION,
             meta,
             baseline: None,
+            profiled_run: None,
             sampled: None,
             warnings: Vec::new(),
         }

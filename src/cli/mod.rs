@@ -1,0 +1,232 @@
+//! Command-line definitions (clap) and their conversion into plain `plan` structs.
+//! Nothing outside this module sees clap.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::error::Error;
+use crate::plan::{
+    MeasurePlan, Mode, OutputPlan, Plan, ReportPlan, SamplePlan, SessionPlan, TargetSpec,
+};
+
+/// Two examples shown with every usage error.
+pub const EXAMPLES: &str = "Examples:
+  profmap run -- ./my-program --its-flag        # baseline + deep profile, outputs in ./profile_output/
+  profmap bench --runs 10 --warmup 2 -- sleep 0.1  # baseline only";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "profmap",
+    version,
+    about = "Measure a command, profile it, and say why it is slow.",
+    after_help = EXAMPLES
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Baseline only: warm-up plus repeated runs of the whole process tree.
+    Bench(SessionArgs),
+    /// Baseline, then one profiled run: the full performance map.
+    Run(SessionArgs),
+    /// One profiled run only: writes the recording (profile.json.gz) and the map.
+    Record(SessionArgs),
+    /// Re-analyse a recording without running anything.
+    Report(ReportArgs),
+    /// Print what this machine allows (perf events, tracepoints, symbols, ...), with fixes.
+    Doctor,
+}
+
+#[derive(Debug, Args)]
+struct CommonOut {
+    /// Output folder (reused if it exists; only profmap's own files are replaced).
+    #[arg(long, default_value = "profile_output", value_name = "DIR")]
+    out: PathBuf,
+    /// Print the performance map as JSON on stdout, and nothing else there.
+    #[arg(long)]
+    json: bool,
+    /// Quiet: no target output echo, no summary table.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+#[derive(Debug, Args)]
+struct SessionArgs {
+    /// Counted runs.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    runs: u32,
+    /// Discarded warm-up runs before the counted ones.
+    #[arg(long, default_value_t = 1)]
+    warmup: u32,
+    /// Stop a run after this long (e.g. 30s, 500ms, 2m); the whole tree is terminated.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    timeout: Option<Duration>,
+    /// Keep measuring when the target exits non-zero or is killed.
+    #[arg(long)]
+    allow_failure: bool,
+    /// Sampling frequency of the deep profile, in Hz.
+    #[arg(long, default_value_t = 999, value_name = "HZ", value_parser = clap::value_parser!(u32).range(1..=20000))]
+    frequency: u32,
+    /// Bytes of user stack copied per sample for DWARF unwinding (max 65528).
+    #[arg(long, default_value_t = 32768, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(1024..=65528))]
+    stack_bytes: u32,
+    /// Run id recorded in every output (managed mode).
+    #[arg(long, value_name = "ID")]
+    run_id: Option<String>,
+    /// Write summary.json exactly here instead of in the output folder.
+    #[arg(long, value_name = "PATH")]
+    summary_path: Option<PathBuf>,
+    #[command(flatten)]
+    out: CommonOut,
+    /// The command to measure, after `--`.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct ReportArgs {
+    /// A recording (profile.json.gz) or a folder holding one.
+    #[arg(default_value = "profile_output")]
+    input: PathBuf,
+    #[command(flatten)]
+    out: CommonOut,
+}
+
+/// Parse "250ms", "10s", "2m", "1h" or a plain number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration (try 30s, 500ms, 2m)"))?;
+    let secs = match unit {
+        "" | "s" => v,
+        "ms" => v / 1e3,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return Err(format!("unknown unit '{unit}' in '{s}' (use ms, s, m or h)")),
+    };
+    if !(secs > 0.0 && secs.is_finite()) {
+        return Err(format!("duration must be positive: '{s}'"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// What parsing produced: a plan, or text to print (help/version) and its exit code.
+#[derive(Debug)]
+pub enum Parsed {
+    Plan(Plan),
+    Print { text: String, to_stderr: bool, code: i32 },
+}
+
+/// Turn argv into a plan. Usage errors come back as text with examples and exit 2.
+pub fn parse(args: Vec<String>) -> Parsed {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind::*;
+            return match e.kind() {
+                DisplayHelp | DisplayVersion => Parsed::Print {
+                    text: e.render().to_string(),
+                    to_stderr: false,
+                    code: 0,
+                },
+                DisplayHelpOnMissingArgumentOrSubcommand => Parsed::Print {
+                    text: format!("{}", e.render()),
+                    to_stderr: true,
+                    code: 2,
+                },
+                _ => Parsed::Print {
+                    text: format!("{}\n{EXAMPLES}\n", e.render()),
+                    to_stderr: true,
+                    code: 2,
+                },
+            };
+        }
+    };
+    Parsed::Plan(match cli.cmd {
+        Cmd::Bench(a) => session(Mode::Bench, a),
+        Cmd::Run(a) => session(Mode::Run, a),
+        Cmd::Record(a) => session(Mode::Record, a),
+        Cmd::Report(a) => Plan::Report(ReportPlan {
+            input: a.input,
+            output: output(a.out, None, None),
+        }),
+        Cmd::Doctor => Plan::Doctor,
+    })
+}
+
+fn output(o: CommonOut, run_id: Option<String>, summary_path: Option<PathBuf>) -> OutputPlan {
+    OutputPlan {
+        dir: o.out,
+        json_stdout: o.json,
+        quiet: o.quiet,
+        run_id,
+        summary_path,
+    }
+}
+
+fn session(mode: Mode, a: SessionArgs) -> Plan {
+    let mut command = a.command.into_iter();
+    let program = command.next().unwrap_or_default();
+    Plan::Session(SessionPlan {
+        mode,
+        target: TargetSpec {
+            program,
+            args: command.collect(),
+        },
+        measure: MeasurePlan {
+            runs: a.runs,
+            warmup: a.warmup,
+            timeout: a.timeout,
+            allow_failure: a.allow_failure,
+            poll_interval: Duration::from_millis(20),
+        },
+        sample: SamplePlan {
+            frequency_hz: a.frequency,
+            stack_bytes: a.stack_bytes,
+        },
+        output: output(a.out, a.run_id, a.summary_path),
+    })
+}
+
+/// Errors of this module's own making (kept for symmetry with other stages).
+pub fn usage_error(msg: &str) -> Error {
+    Error::Usage(format!("{msg}\n{EXAMPLES}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("abc").is_err());
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("3 fortnights").is_err());
+    }
+
+    #[test]
+    fn command_keeps_its_own_flags() {
+        let Parsed::Plan(Plan::Session(s)) = parse(
+            ["profmap", "bench", "--runs", "2", "--", "ls", "-l", "--all"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        ) else {
+            panic!("expected a session plan");
+        };
+        assert_eq!(s.target.program, "ls");
+        assert_eq!(s.target.args, vec!["-l", "--all"]);
+        assert_eq!(s.measure.runs, 2);
+    }
+}

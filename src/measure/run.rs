@@ -1,0 +1,306 @@
+//! One measured run of the target's whole process tree.
+//!
+//! How every process is accounted for: profmap is the child subreaper, so every process
+//! of the tree is reaped either by its own parent (and its rusage and I/O then roll up
+//! into that parent's) or, orphaned, by us. For each child we reap we first wait with
+//! `WNOWAIT`, read the zombie's /proc/PID/io (which still holds its own and its reaped
+//! children's I/O), then reap it with `wait4` for its rusage. Summing over our reaped
+//! children therefore covers the whole tree, double-forked orphans included. The run
+//! ends when `waitid` says there is no child left.
+//!
+//! A watchdog thread enforces the timeout (TERM to the whole tree, KILL after a grace
+//! period); a poller thread samples /proc for memory and the timeline; two threads copy
+//! the target's stdout and stderr to `run.log` and, unless quiet, to the terminal.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::sync::mpsc::{RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::poll::Poller;
+use super::procfs::{self, ProcIo};
+use super::signals;
+use crate::error::Error;
+use crate::plan::TargetSpec;
+use crate::profile::{ExitStatus, RunMeasurement};
+use crate::target::{self, tree};
+
+/// Where the target's output goes besides run.log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Echo {
+    /// Target stdout → our stdout, target stderr → our stderr.
+    Terminal,
+    /// Both → our stderr (our stdout is reserved, e.g. for `--json`).
+    StderrOnly,
+    None,
+}
+
+/// A shared, thread-safe log file.
+pub type LogSink = Arc<Mutex<Box<dyn Write + Send>>>;
+
+/// Things a caller attaches to a run (samplers, counters).
+pub trait RunHooks {
+    /// Called with the suspended child's pid, before it execs.
+    fn before_release(&mut self, _pid: i32) -> Result<(), Error> {
+        Ok(())
+    }
+    /// Called just after release, with CLOCK_MONOTONIC nanoseconds at the start.
+    fn after_release(&mut self, _start_mono_ns: u64) {}
+    /// Called once every process of the tree has been reaped. Returns the number of
+    /// processes the tree started, if the hook counted them.
+    fn after_exit(&mut self) -> Option<u64> {
+        None
+    }
+}
+
+/// Hooks that do nothing.
+#[derive(Debug)]
+pub struct NoHooks;
+impl RunHooks for NoHooks {}
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub timeout: Option<Duration>,
+    pub poll_interval: Duration,
+    pub timeline_every: Duration,
+    pub kill_grace: Duration,
+    pub echo: Echo,
+}
+
+/// CLOCK_MONOTONIC in nanoseconds (the clock perf events are told to use).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Launch the target, measure it until the last process of its tree exits.
+pub fn run_once(
+    spec: &TargetSpec,
+    opts: &RunOptions,
+    log: &LogSink,
+    hooks: &mut dyn RunHooks,
+    index: u32,
+    warmup: bool,
+) -> Result<RunMeasurement, Error> {
+    let susp = target::spawn_suspended(spec)?;
+    let pid = susp.pid;
+    if let Err(e) = hooks.before_release(pid) {
+        drop(susp); // the child exits without running the target
+        target::launch::reap(pid);
+        return Err(e);
+    }
+    signals::set_target(pid);
+    let start = Instant::now();
+    let launched = match susp.release(&spec.program) {
+        Ok(l) => l,
+        Err(e) => {
+            signals::set_target(0);
+            return Err(e);
+        }
+    };
+    hooks.after_release(monotonic_ns());
+    let poller = Poller::start(pid, start, opts.poll_interval, opts.timeline_every);
+    let out_echo = match opts.echo {
+        Echo::Terminal => Some(false),
+        Echo::StderrOnly => Some(true),
+        Echo::None => None,
+    };
+    let tees = [
+        tee(launched.stdout, log.clone(), out_echo),
+        tee(launched.stderr, log.clone(), out_echo.map(|_| true)),
+    ];
+
+    // Watchdog: TERM the tree at the timeout, KILL after the grace period.
+    let (done_tx, done_rx) = channel::<()>();
+    let timeout = opts.timeout;
+    let grace = opts.kill_grace;
+    let watchdog = std::thread::spawn(move || {
+        let Some(t) = timeout else {
+            let _ = done_rx.recv();
+            return false;
+        };
+        match done_rx.recv_timeout(t) {
+            Err(RecvTimeoutError::Timeout) => {
+                tree::signal_tree(pid, libc::SIGTERM);
+                if let Err(RecvTimeoutError::Timeout) = done_rx.recv_timeout(grace) {
+                    tree::signal_tree(pid, libc::SIGKILL);
+                    let _ = done_rx.recv();
+                }
+                true
+            }
+            _ => false,
+        }
+    });
+
+    let reaped = reap_all(pid);
+    let wall = start.elapsed();
+    signals::set_target(0);
+    let _ = done_tx.send(());
+    let timed_out = watchdog.join().unwrap_or(false);
+    let poll = poller.stop();
+    for t in tees {
+        let _ = t.join();
+    }
+    let counted = hooks.after_exit();
+
+    let exit = if timed_out {
+        ExitStatus::Timeout
+    } else if signals::interrupted() {
+        ExitStatus::Interrupted
+    } else {
+        reaped.main_status.unwrap_or(ExitStatus::Code { code: -1 })
+    };
+    let mut seen = poll.seen_pids.clone();
+    seen.extend(reaped.pids.iter().copied());
+    let (processes, basis) = match counted {
+        Some(n) => (n.max(seen.len() as u64), "counted"),
+        None => (seen.len().max(1) as u64, "observed"),
+    };
+    let ru = &reaped.rusage;
+    Ok(RunMeasurement {
+        index,
+        warmup,
+        pid,
+        wall_ms: wall.as_secs_f64() * 1e3,
+        user_ms: ru.user_ms,
+        sys_ms: ru.sys_ms,
+        max_rss_kb: ru.max_rss_kb,
+        tree_rss_peak_kb: poll.tree_rss_peak_kb,
+        memory_delta_kb: match (poll.main_rss_first_kb, poll.main_rss_last_kb) {
+            (Some(a), Some(b)) if poll.main_rss_samples >= 2 => Some(b as i64 - a as i64),
+            _ => None,
+        },
+        read_bytes: reaped.io.read_bytes,
+        write_bytes: reaped.io.write_bytes,
+        rchar: reaped.io.rchar,
+        wchar: reaped.io.wchar,
+        voluntary_cs: ru.nvcsw,
+        involuntary_cs: ru.nivcsw,
+        minor_faults: ru.minflt,
+        major_faults: ru.majflt,
+        processes,
+        processes_basis: basis.to_string(),
+        threads_peak: poll.threads_peak.max(1),
+        exit,
+        timeline: poll.timeline,
+    })
+}
+
+#[derive(Debug, Default)]
+struct Usage {
+    user_ms: f64,
+    sys_ms: f64,
+    max_rss_kb: u64,
+    minflt: u64,
+    majflt: u64,
+    nvcsw: u64,
+    nivcsw: u64,
+}
+
+#[derive(Debug, Default)]
+struct Reaped {
+    rusage: Usage,
+    io: ProcIo,
+    pids: Vec<i32>,
+    main_status: Option<ExitStatus>,
+}
+
+fn tv_ms(tv: libc::timeval) -> f64 {
+    tv.tv_sec as f64 * 1e3 + tv.tv_usec as f64 / 1e3
+}
+
+/// Reap every child until none is left, summing rusage and zombie I/O.
+fn reap_all(main_pid: i32) -> Reaped {
+    let mut r = Reaped::default();
+    loop {
+        // SAFETY: zeroed siginfo is a valid out-parameter.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: plain syscall with valid pointers.
+        let rc = unsafe {
+            libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOWAIT)
+        };
+        if rc < 0 {
+            match std::io::Error::last_os_error().raw_os_error() {
+                Some(libc::EINTR) => continue,
+                _ => break, // ECHILD: the tree is gone
+            }
+        }
+        // SAFETY: waitid filled si_pid for an exited child.
+        let pid = unsafe { info.si_pid() };
+        if pid <= 0 {
+            continue;
+        }
+        if let Some(io) = procfs::read_io(pid) {
+            r.io.add(&io);
+        }
+        let mut status = 0;
+        // SAFETY: zeroed rusage is a valid out-parameter.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: plain syscall with valid pointers.
+        let got = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+        if got != pid {
+            continue;
+        }
+        r.pids.push(pid);
+        let u = &mut r.rusage;
+        u.user_ms += tv_ms(ru.ru_utime);
+        u.sys_ms += tv_ms(ru.ru_stime);
+        u.max_rss_kb = u.max_rss_kb.max(ru.ru_maxrss as u64);
+        u.minflt += ru.ru_minflt as u64;
+        u.majflt += ru.ru_majflt as u64;
+        u.nvcsw += ru.ru_nvcsw as u64;
+        u.nivcsw += ru.ru_nivcsw as u64;
+        if pid == main_pid {
+            r.main_status = Some(decode_status(status));
+        }
+    }
+    r
+}
+
+fn decode_status(status: i32) -> ExitStatus {
+    if libc::WIFEXITED(status) {
+        ExitStatus::Code {
+            code: libc::WEXITSTATUS(status),
+        }
+    } else if libc::WIFSIGNALED(status) {
+        ExitStatus::Signal {
+            signal: libc::WTERMSIG(status),
+            core_dumped: libc::WCOREDUMP(status),
+        }
+    } else {
+        ExitStatus::Code { code: -1 }
+    }
+}
+
+/// Copy a pipe to the log and, if `echo` is Some(to_stderr), to the terminal.
+fn tee(mut src: File, log: LogSink, echo: Option<bool>) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            let n = match src.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            };
+            if let Ok(mut l) = log.lock() {
+                let _ = l.write_all(&buf[..n]);
+            }
+            match echo {
+                Some(false) => {
+                    let mut o = std::io::stdout().lock();
+                    let _ = o.write_all(&buf[..n]);
+                    let _ = o.flush();
+                }
+                Some(true) => {
+                    let _ = std::io::stderr().lock().write_all(&buf[..n]);
+                }
+                None => {}
+            }
+        }
+    })
+}

@@ -1,0 +1,229 @@
+//! `report.md`: Part A, tables by dimension (statistics, CPU, memory, I/O, processes,
+//! hotspots, steps, bottlenecks); Part B, the instrumentation changelog (written even when
+//! empty). Cells are escaped for Markdown tables.
+
+use std::fmt::Write;
+
+use serde_json::Value;
+
+use super::perfmap::{PerfMap, shell_join};
+use crate::profile::Recording;
+
+fn esc(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
+    let _ = writeln!(out, "| {} |", header.join(" | "));
+    let _ = writeln!(out, "|{}", " --- |".repeat(header.len()));
+    for r in rows {
+        let cells: Vec<String> = r.iter().map(|c| esc(c)).collect();
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+    out.push('\n');
+}
+
+fn f(v: f64, digits: usize) -> String {
+    format!("{v:.digits$}")
+}
+
+fn bytes(b: u64) -> String {
+    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < U.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 { format!("{b} B") } else { format!("{v:.1} {}", U[i]) }
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map(|x| f(x, digits)).unwrap_or_else(|| "unknown".into())
+}
+
+/// Render the whole report.
+pub fn render(rec: &Recording, map: &PerfMap) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "# profmap report\n");
+    let _ = writeln!(o, "- Command: `{}`", shell_join(&rec.meta.command).replace('`', "'"));
+    let _ = writeln!(o, "- Run id: `{}`", rec.meta.run_id);
+    if let Some(h) = &rec.meta.hostname {
+        let _ = writeln!(
+            o,
+            "- Machine: {h}, {} CPUs, kernel {}",
+            rec.meta.cpus.map_or("?".into(), |c| c.to_string()),
+            rec.meta.kernel.as_deref().unwrap_or("?")
+        );
+    }
+    let _ = writeln!(o, "- Classification: **{}** — {}\n", map.classification, map.bottleneck_detail);
+
+    let _ = writeln!(o, "## Part A — measurements\n");
+    if let Some(b) = &map.baseline {
+        let _ = writeln!(
+            o,
+            "### Baseline statistics ({} counted run(s), {} warm-up)\n",
+            b.runs, b.warmup_runs
+        );
+        let rows: Vec<Vec<String>> = b
+            .statistics
+            .iter()
+            .map(|(k, s)| {
+                let d = if k.contains("bytes") || k.contains("switches") || k.contains("faults") { 0 } else { 2 };
+                vec![
+                    k.to_string(),
+                    f(s.median, d),
+                    f(s.mean, d),
+                    f(s.stddev, d),
+                    f(s.min, d),
+                    f(s.max, d),
+                    s.values.iter().map(|v| f(*v, d)).collect::<Vec<_>>().join(", "),
+                ]
+            })
+            .collect();
+        table(&mut o, &["metric", "median", "mean", "stddev", "min", "max", "values"], &rows);
+
+        let _ = writeln!(o, "### CPU\n");
+        table(
+            &mut o,
+            &["metric", "median"],
+            &[
+                vec!["wall time".into(), format!("{} ms", f(b.wall_time_ms, 1))],
+                vec!["CPU time (user + sys)".into(), format!("{} ms", f(b.cpu_time_ms, 1))],
+                vec!["user".into(), format!("{} ms", f(b.user_time_ms, 1))],
+                vec!["sys".into(), format!("{} ms", f(b.sys_time_ms, 1))],
+                vec!["CPU utilisation (cores busy)".into(), f(b.cpu_utilization, 2)],
+                vec!["voluntary context switches".into(), b.voluntary_context_switches.to_string()],
+                vec!["involuntary context switches".into(), b.involuntary_context_switches.to_string()],
+            ],
+        );
+        let _ = writeln!(o, "### Memory\n");
+        table(
+            &mut o,
+            &["metric", "median"],
+            &[
+                vec![format!("peak memory ({})", b.memory_peak_basis), format!("{} MiB", f(b.memory_peak_mb, 1))],
+                vec!["memory delta of the main process".into(), format!("{} MiB", opt(b.memory_delta_mb, 1))],
+                vec!["minor page faults".into(), b.minor_page_faults.to_string()],
+                vec!["major page faults".into(), b.major_page_faults.to_string()],
+            ],
+        );
+        let _ = writeln!(o, "### I/O\n");
+        table(
+            &mut o,
+            &["metric", "median"],
+            &[
+                vec!["storage read".into(), bytes(b.io_read_bytes)],
+                vec!["storage write".into(), bytes(b.io_write_bytes)],
+                vec!["read calls (rchar, page cache included)".into(), bytes(b.io_rchar_bytes)],
+                vec!["write calls (wchar)".into(), bytes(b.io_wchar_bytes)],
+            ],
+        );
+        let _ = writeln!(o, "### Processes\n");
+        table(
+            &mut o,
+            &["metric", "value"],
+            &[
+                vec!["processes started (median)".into(), b.processes.to_string()],
+                vec!["peak threads".into(), b.threads_peak.to_string()],
+                vec![
+                    "exit codes".into(),
+                    b.exit_codes.iter().map(|v| v.to_string().trim_matches('"').to_string()).collect::<Vec<_>>().join(", "),
+                ],
+            ],
+        );
+    }
+    let pr = &map.doc["profile_result"];
+    render_hotspots(&mut o, &pr["hotspots"]);
+    render_steps(&mut o, &pr["performance_map"]["steps"]);
+    render_bottlenecks(&mut o, &map.top_bottlenecks);
+    let _ = writeln!(o, "### Recommendations\n");
+    let _ = writeln!(o, "None yet: no suspicion has been confirmed by measurement.\n");
+    if !map.warnings.is_empty() {
+        let _ = writeln!(o, "### Warnings\n");
+        for w in &map.warnings {
+            let _ = writeln!(o, "- {}", w);
+        }
+        o.push('\n');
+    }
+    let _ = writeln!(o, "## Part B — instrumentation changelog\n");
+    table(&mut o, &["File", "Change type", "What", "Lines"], &[]);
+    let _ = writeln!(o, "No file was instrumented in this session.");
+    o
+}
+
+fn render_hotspots(o: &mut String, h: &Value) {
+    let Some(list) = h.as_array().filter(|l| !l.is_empty()) else {
+        return;
+    };
+    let _ = writeln!(o, "### Hotspots (self time)\n");
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|x| {
+            vec![
+                x["function"].as_str().unwrap_or("?").to_string(),
+                f(x["self_time_ms"].as_f64().unwrap_or(0.0), 1),
+                f(x["self_share_pct"].as_f64().unwrap_or(0.0), 1),
+                x["total_share_pct"].as_f64().map_or("".into(), |v| f(v, 1)),
+                if x["on_cpu"].as_bool().unwrap_or(false) { "on-CPU" } else { "off-CPU" }.into(),
+                x["module"].as_str().unwrap_or("").to_string(),
+                x["location"].as_str().unwrap_or("").to_string(),
+            ]
+        })
+        .collect();
+    table(o, &["function", "self ms", "self %", "total %", "where", "module", "location"], &rows);
+}
+
+fn render_steps(o: &mut String, steps: &Value) {
+    let Some(list) = steps.as_array().filter(|l| !l.is_empty()) else {
+        return;
+    };
+    let _ = writeln!(o, "### Steps\n");
+    let mut rows = Vec::new();
+    fn walk(v: &Value, depth: usize, rows: &mut Vec<Vec<String>>) {
+        let name = format!("{}{}", "  ".repeat(depth), v["function"].as_str().unwrap_or("?"));
+        let trunc = if v["truncated"].as_bool().unwrap_or(false) { " …" } else { "" };
+        rows.push(vec![
+            v["id"].as_str().unwrap_or("").to_string(),
+            format!("{name}{trunc}"),
+            f(v["wall_time_ms"].as_f64().unwrap_or(0.0), 1),
+            f(v["cpu_time_ms"].as_f64().unwrap_or(0.0), 1),
+            f(v["time_share_pct"].as_f64().unwrap_or(0.0), 1),
+            v["classification"].as_str().unwrap_or("").to_string(),
+            v["location"].as_str().unwrap_or("").to_string(),
+        ]);
+        if let Some(c) = v["children"].as_array() {
+            for ch in c {
+                walk(ch, depth + 1, rows);
+            }
+        }
+    }
+    for s in list {
+        walk(s, 0, &mut rows);
+    }
+    table(o, &["id", "step", "wall ms", "CPU ms", "share %", "class", "location"], &rows);
+}
+
+fn render_bottlenecks(o: &mut String, top: &Value) {
+    let Some(list) = top.as_array().filter(|l| !l.is_empty()) else {
+        return;
+    };
+    let _ = writeln!(o, "### Bottlenecks\n");
+    for (i, b) in list.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "{}. **{}** ({}, {:.1}% of wall time) — {}",
+            i + 1,
+            b["step"].as_str().unwrap_or("?"),
+            b["type"].as_str().unwrap_or("?"),
+            b["share"].as_f64().unwrap_or(0.0),
+            b["description"].as_str().unwrap_or("")
+        );
+        if let Some(chain) = b["why_chain"].as_array() {
+            for w in chain {
+                let _ = writeln!(o, "   - why: {}", w.as_str().unwrap_or(""));
+            }
+        }
+    }
+    o.push('\n');
+}

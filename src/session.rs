@@ -1,0 +1,282 @@
+//! A profiling session end to end: check the command, prepare the output folder, run
+//! the baseline (and, in `run`/`record`, the profiled run), then write every output.
+//! This is the one place that wires the stages together; each stage stays unaware of
+//! the others.
+//!
+//! Outputs are written whatever happens after the first measurement — a failing target,
+//! a timeout or Ctrl-C still leave the figures measured so far — and a command that
+//! cannot be run is refused before the output folder is touched.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::error::Error;
+use crate::measure::{self, Echo, LogSink, Outcome, RunOptions};
+use crate::plan::{Mode, OutputPlan, SessionPlan};
+use crate::profile::{ExitStatus, Recording, SessionMeta, write_recording};
+use crate::report::{self, DeepView, summary::Status};
+use crate::target;
+use crate::ui;
+
+/// Files profmap owns in the output folder (only these are ever replaced).
+pub const RECORDING: &str = "profile.json.gz";
+
+/// Run a `bench`, `run` or `record` session; returns the exit code.
+pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
+    target::resolve_program(&plan.target.program)?;
+    let out = prepare_out_dir(&plan.output.dir)?;
+    target::become_subreaper();
+    measure::signals::install();
+
+    let log_file = File::create(out.join("run.log")).map_err(|e| Error::io(&out.join("run.log"), e))?;
+    let log: LogSink = Arc::new(Mutex::new(Box::new(BufWriter::new(log_file))));
+    let quiet = plan.output.quiet;
+    let opts = RunOptions {
+        timeout: plan.measure.timeout,
+        poll_interval: plan.measure.poll_interval,
+        timeline_every: Duration::from_millis(50),
+        kill_grace: Duration::from_secs(2),
+        echo: if quiet {
+            Echo::None
+        } else if plan.output.json_stdout {
+            Echo::StderrOnly
+        } else {
+            Echo::Terminal
+        },
+    };
+    let mut rec = Recording::new(session_meta(&plan.target.argv(), plan.output.run_id.clone()));
+
+    let mut status = Status::Completed;
+    let mut message: Option<String> = None;
+    let mut code = 0;
+
+    if plan.mode != Mode::Record {
+        let total = plan.measure.warmup + plan.measure.runs;
+        let pb = ui::progress(total, quiet || plan.output.json_stdout);
+        let (baseline, outcome) = measure::run_baseline(
+            &plan.target,
+            &plan.measure,
+            &opts,
+            &log,
+            &mut || Box::new(measure::NoHooks),
+            &mut |done, _| {
+                if let Some(pb) = &pb {
+                    pb.set_position(u64::from(done));
+                }
+            },
+        )?;
+        if let Some(pb) = pb {
+            pb.finish_and_clear();
+        }
+        let failures: Vec<String> = baseline
+            .runs
+            .iter()
+            .filter(|r| !r.exit.success())
+            .map(|r| format!("{} in run {}", measure::describe_exit(&r.exit), r.index))
+            .collect();
+        if plan.measure.allow_failure && !failures.is_empty() {
+            rec.warnings.push(format!(
+                "the target failed during the baseline ({}); measured anyway (--allow-failure)",
+                failures.join(", ")
+            ));
+        }
+        rec.baseline = Some(baseline);
+        match outcome {
+            Outcome::Completed => {}
+            Outcome::TargetFailed { run, warmup, exit } => {
+                let which = if warmup { format!("warm-up run {run}") } else { format!("run {run}") };
+                let msg = match exit {
+                    ExitStatus::Timeout => format!(
+                        "the target timed out ({}) in {which}; its whole process tree was terminated — \
+                         raise --timeout or fix the hang",
+                        plan.measure.timeout.map_or("timeout".into(), |t| format!("after {t:?}"))
+                    ),
+                    _ => format!(
+                        "the target fails before profiling ({} in {which}) — fix it first, or pass --allow-failure",
+                        measure::describe_exit(&exit)
+                    ),
+                };
+                rec.warnings.push(msg.clone());
+                status = Status::Failed;
+                message = Some(msg);
+                code = 1;
+            }
+            Outcome::Interrupted => {
+                status = Status::Blocked;
+                message = Some("interrupted by the user; outputs hold what was measured".into());
+                code = 130;
+            }
+        }
+    }
+    if code == 0 && plan.mode != Mode::Bench {
+        rec.warnings.push(
+            "no deep profile was taken: stack sampling is not built into this version yet (steps are empty)"
+                .into(),
+        );
+    }
+    if let Ok(mut l) = log.lock() {
+        let _ = l.flush();
+    }
+    let written = write_outputs(&rec, None, &out, &plan.output, status, message.as_deref())?;
+    finish_terminal(&plan.output, &written, message.as_deref());
+    Ok(code)
+}
+
+/// What was written, for the terminal.
+#[derive(Debug)]
+pub struct Written {
+    pub map: report::PerfMap,
+    pub report_path: PathBuf,
+}
+
+/// Write the recording, baseline.json, the map (JSON + YAML), report.md and summary.json.
+pub fn write_outputs(
+    rec: &Recording,
+    deep: Option<&DeepView>,
+    out: &Path,
+    oplan: &OutputPlan,
+    status: Status,
+    message: Option<&str>,
+) -> Result<Written, Error> {
+    let mut artifacts = BTreeMap::new();
+    let mut add = |k: &str, v: &str| {
+        artifacts.insert(k.to_string(), v.to_string());
+    };
+    add("performance_map_json", "performance_map.json");
+    add("performance_map_yaml", "performance_map.yaml");
+    add("report", "report.md");
+    add("recording", RECORDING);
+    add("run_log", "run.log");
+    if rec.baseline.is_some() {
+        add("baseline", "baseline.json");
+    }
+    let summary_target = oplan.summary_path.clone().unwrap_or_else(|| out.join("summary.json"));
+    artifacts.insert("summary".into(), summary_target.display().to_string());
+
+    write_recording(rec, &out.join(RECORDING))?;
+    if let Some(b) = &rec.baseline {
+        let mut v = serde_json::to_value(b).map_err(|e| Error::Tool(e.to_string()))?;
+        if let Some(runs) = v.get_mut("runs").and_then(|r| r.as_array_mut()) {
+            for r in runs {
+                if let Some(o) = r.as_object_mut() {
+                    o.remove("timeline");
+                }
+            }
+        }
+        let doc = serde_json::json!({
+            "run_id": rec.meta.run_id,
+            "command": rec.meta.command,
+            "note": "every run's raw figures; per-run timelines are in profile.json.gz",
+            "baseline": v,
+        });
+        report::write_text(out, "baseline.json", &pretty(&doc)?)?;
+    }
+    let map = report::build(rec, deep, &artifacts);
+    let json = pretty(&map.doc)?;
+    report::write_text(out, "performance_map.json", &json)?;
+    report::write_text(out, "performance_map.yaml", report::to_yaml(&map.doc)?.as_bytes())?;
+    report::write_text(out, "report.md", report::markdown::render(rec, &map).as_bytes())?;
+    let summary = report::summary::build(rec, &map, status, message, out, &artifacts);
+    let sjson = pretty(&summary)?;
+    match &oplan.summary_path {
+        Some(p) => {
+            if let Some(parent) = p.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+            }
+            std::fs::write(p, &sjson).map_err(|e| Error::io(p, e))?;
+        }
+        None => report::write_text(out, "summary.json", &sjson)?,
+    }
+    if oplan.json_stdout {
+        let mut so = std::io::stdout().lock();
+        let _ = so.write_all(&json);
+        let _ = so.write_all(b"\n");
+    }
+    Ok(Written {
+        map,
+        report_path: out.join("report.md"),
+    })
+}
+
+fn pretty(v: &serde_json::Value) -> Result<Vec<u8>, Error> {
+    serde_json::to_vec_pretty(v).map_err(|e| Error::Tool(e.to_string()))
+}
+
+/// Print the summary table and any failure message (stderr when stdout is reserved).
+pub fn finish_terminal(oplan: &OutputPlan, w: &Written, message: Option<&str>) {
+    if let Some(m) = message {
+        eprintln!("profmap: {m}");
+    }
+    if oplan.quiet {
+        return;
+    }
+    let table = ui::summary_table(&w.map, &w.report_path.display().to_string());
+    if oplan.json_stdout {
+        eprint!("{table}");
+    } else {
+        print!("{table}");
+    }
+}
+
+/// Create the output folder, or reuse it; a file in its place is an error.
+pub fn prepare_out_dir(dir: &Path) -> Result<PathBuf, Error> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::OutIsFile(dir.to_path_buf()));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    Ok(std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf()))
+}
+
+/// When, where and what.
+pub fn session_meta(command: &[String], run_id: Option<String>) -> SessionMeta {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let read = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string());
+    SessionMeta {
+        run_id: run_id.unwrap_or_else(|| default_run_id(now.as_secs())),
+        command: command.to_vec(),
+        started_unix_s: now.as_secs_f64(),
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        hostname: read("/proc/sys/kernel/hostname"),
+        kernel: read("/proc/sys/kernel/osrelease"),
+        cpus: std::thread::available_parallelism().ok().map(|n| n.get() as u32),
+    }
+}
+
+/// "20261129-171502-4242": UTC date and time, then our pid.
+fn default_run_id(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}-{}",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60,
+        std::process::id()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_id_date() {
+        // 2026-11-29 17:15:02 UTC
+        let id = default_run_id(1_795_972_502);
+        assert!(id.starts_with("20261129-171502-"), "{id}");
+    }
+}

@@ -1,0 +1,98 @@
+//! The terminal: the compact summary table, the progress bar (on a TTY only), and
+//! profmap's own messages. Honours `-q` and `NO_COLOR`; never writes to stdout in
+//! `--json` mode (stdout then carries the map alone).
+
+use std::io::IsTerminal;
+
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::report::PerfMap;
+
+/// A progress bar over runs, drawn only when stderr is a terminal.
+pub fn progress(total: u32, quiet: bool) -> Option<ProgressBar> {
+    if quiet || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let pb = ProgressBar::new(u64::from(total));
+    let style = ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} runs, {elapsed}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+    pb.set_style(style);
+    pb.set_prefix("profmap");
+    Some(pb)
+}
+
+/// A profmap message on stderr.
+pub fn say(quiet: bool, msg: &str) {
+    if !quiet {
+        eprintln!("profmap: {msg}");
+    }
+}
+
+fn use_color() -> bool {
+    std::env::var_os("NO_COLOR").is_none() && std::io::stderr().is_terminal()
+}
+
+/// The compact summary printed after a session (to stderr when stdout is reserved).
+pub fn summary_table(map: &PerfMap, report_path: &str) -> String {
+    let mut t = Table::new();
+    t.load_style(UTF8_FULL_CONDENSED);
+    if !use_color() {
+        t.force_no_tty();
+    }
+    t.set_header(vec!["metric", "median", "spread (min … max)"]);
+    if let Some(b) = &map.baseline {
+        let spread = |k: &str, unit: &str, d: usize| {
+            b.statistics
+                .get(k)
+                .map(|s| format!("{:.d$} … {:.d$} {unit}", s.min, s.max))
+                .unwrap_or_default()
+        };
+        t.add_row(vec![
+            "wall time".to_string(),
+            format!("{:.1} ms", b.wall_time_ms),
+            spread("wall_time_ms", "ms", 1),
+        ]);
+        t.add_row(vec![
+            "CPU (user+sys)".to_string(),
+            format!("{:.1} ms ({:.0}% of wall)", b.cpu_time_ms, b.cpu_utilization * 100.0),
+            spread("cpu_time_ms", "ms", 1),
+        ]);
+        t.add_row(vec![
+            format!("peak memory ({})", b.memory_peak_basis),
+            format!("{:.1} MiB", b.memory_peak_mb),
+            spread("memory_peak_mb", "MiB", 1),
+        ]);
+        t.add_row(vec![
+            "storage read / write".to_string(),
+            format!("{} / {} B", b.io_read_bytes, b.io_write_bytes),
+            String::new(),
+        ]);
+        t.add_row(vec![
+            "ctx switches vol / invol".to_string(),
+            format!("{} / {}", b.voluntary_context_switches, b.involuntary_context_switches),
+            String::new(),
+        ]);
+        t.add_row(vec![
+            "processes / peak threads".to_string(),
+            format!("{} / {}", b.processes, b.threads_peak),
+            String::new(),
+        ]);
+    }
+    let mut out = format!("{t}\n");
+    out.push_str(&format!("classification: {} — {}\n", map.classification, map.bottleneck_detail));
+    if let Some(list) = map.top_bottlenecks.as_array() {
+        for (i, b) in list.iter().enumerate() {
+            out.push_str(&format!(
+                "  {}. {} ({:.1}%, {})\n",
+                i + 1,
+                b["step"].as_str().unwrap_or("?"),
+                b["share"].as_f64().unwrap_or(0.0),
+                b["type"].as_str().unwrap_or("?")
+            ));
+        }
+    }
+    out.push_str(&format!("report: {report_path}\n"));
+    out
+}
