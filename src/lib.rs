@@ -11,6 +11,7 @@
 //! terminal. Only `run` (this file) uses `cli`.
 
 pub mod analyse;
+pub mod cli;
 pub mod error;
 pub mod export;
 pub mod measure;
@@ -18,11 +19,10 @@ pub mod plan;
 pub mod profile;
 pub mod report;
 pub mod sample;
+pub mod session;
 pub mod stats;
 pub mod symbolize;
 pub mod target;
-pub mod cli;
-pub mod session;
 pub mod ui;
 
 use error::Error;
@@ -33,7 +33,11 @@ use plan::Plan;
 pub fn run(args: Vec<String>) -> i32 {
     let plan = match cli::parse(args) {
         cli::Parsed::Plan(p) => p,
-        cli::Parsed::Print { text, to_stderr, code } => {
+        cli::Parsed::Print {
+            text,
+            to_stderr,
+            code,
+        } => {
             if to_stderr {
                 eprint!("{text}");
             } else {

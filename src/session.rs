@@ -32,7 +32,8 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
     target::become_subreaper();
     measure::signals::install();
 
-    let log_file = File::create(out.join("run.log")).map_err(|e| Error::io(&out.join("run.log"), e))?;
+    let log_file =
+        File::create(out.join("run.log")).map_err(|e| Error::io(&out.join("run.log"), e))?;
     let log: LogSink = Arc::new(Mutex::new(Box::new(BufWriter::new(log_file))));
     let quiet = plan.output.quiet;
     let opts = RunOptions {
@@ -48,7 +49,10 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
             Echo::Terminal
         },
     };
-    let mut rec = Recording::new(session_meta(&plan.target.argv(), plan.output.run_id.clone()));
+    let mut rec = Recording::new(session_meta(
+        &plan.target.argv(),
+        plan.output.run_id.clone(),
+    ));
 
     let mut status = Status::Completed;
     let mut message: Option<String> = None;
@@ -88,12 +92,18 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
         match outcome {
             Outcome::Completed => {}
             Outcome::TargetFailed { run, warmup, exit } => {
-                let which = if warmup { format!("warm-up run {run}") } else { format!("run {run}") };
+                let which = if warmup {
+                    format!("warm-up run {run}")
+                } else {
+                    format!("run {run}")
+                };
                 let msg = match exit {
                     ExitStatus::Timeout => format!(
                         "the target timed out ({}) in {which}; its whole process tree was terminated — \
                          raise --timeout or fix the hang",
-                        plan.measure.timeout.map_or("timeout".into(), |t| format!("after {t:?}"))
+                        plan.measure
+                            .timeout
+                            .map_or("timeout".into(), |t| format!("after {t:?}"))
                     ),
                     _ => format!(
                         "the target fails before profiling ({} in {which}) — fix it first, or pass --allow-failure",
@@ -154,7 +164,10 @@ pub fn write_outputs(
     if rec.baseline.is_some() {
         add("baseline", "baseline.json");
     }
-    let summary_target = oplan.summary_path.clone().unwrap_or_else(|| out.join("summary.json"));
+    let summary_target = oplan
+        .summary_path
+        .clone()
+        .unwrap_or_else(|| out.join("summary.json"));
     artifacts.insert("summary".into(), summary_target.display().to_string());
 
     write_recording(rec, &out.join(RECORDING))?;
@@ -178,8 +191,16 @@ pub fn write_outputs(
     let map = report::build(rec, deep, &artifacts);
     let json = pretty(&map.doc)?;
     report::write_text(out, "performance_map.json", &json)?;
-    report::write_text(out, "performance_map.yaml", report::to_yaml(&map.doc)?.as_bytes())?;
-    report::write_text(out, "report.md", report::markdown::render(rec, &map).as_bytes())?;
+    report::write_text(
+        out,
+        "performance_map.yaml",
+        report::to_yaml(&map.doc)?.as_bytes(),
+    )?;
+    report::write_text(
+        out,
+        "report.md",
+        report::markdown::render(rec, &map).as_bytes(),
+    )?;
     let summary = report::summary::build(rec, &map, status, message, out, &artifacts);
     let sjson = pretty(&summary)?;
     match &oplan.summary_path {
@@ -233,8 +254,14 @@ pub fn prepare_out_dir(dir: &Path) -> Result<PathBuf, Error> {
 
 /// When, where and what.
 pub fn session_meta(command: &[String], run_id: Option<String>) -> SessionMeta {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    let read = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string());
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
     SessionMeta {
         run_id: run_id.unwrap_or_else(|| default_run_id(now.as_secs())),
         command: command.to_vec(),
@@ -242,7 +269,9 @@ pub fn session_meta(command: &[String], run_id: Option<String>) -> SessionMeta {
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         hostname: read("/proc/sys/kernel/hostname"),
         kernel: read("/proc/sys/kernel/osrelease"),
-        cpus: std::thread::available_parallelism().ok().map(|n| n.get() as u32),
+        cpus: std::thread::available_parallelism()
+            .ok()
+            .map(|n| n.get() as u32),
     }
 }
 

@@ -56,7 +56,11 @@ pub fn summary_table(map: &PerfMap, report_path: &str) -> String {
         ]);
         t.add_row(vec![
             "CPU (user+sys)".to_string(),
-            format!("{:.1} ms ({:.0}% of wall)", b.cpu_time_ms, b.cpu_utilization * 100.0),
+            format!(
+                "{:.1} ms ({:.0}% of wall)",
+                b.cpu_time_ms,
+                b.cpu_utilization * 100.0
+            ),
             spread("cpu_time_ms", "ms", 1),
         ]);
         t.add_row(vec![
@@ -71,7 +75,10 @@ pub fn summary_table(map: &PerfMap, report_path: &str) -> String {
         ]);
         t.add_row(vec![
             "ctx switches vol / invol".to_string(),
-            format!("{} / {}", b.voluntary_context_switches, b.involuntary_context_switches),
+            format!(
+                "{} / {}",
+                b.voluntary_context_switches, b.involuntary_context_switches
+            ),
             String::new(),
         ]);
         t.add_row(vec![
@@ -81,7 +88,10 @@ pub fn summary_table(map: &PerfMap, report_path: &str) -> String {
         ]);
     }
     let mut out = format!("{t}\n");
-    out.push_str(&format!("classification: {} — {}\n", map.classification, map.bottleneck_detail));
+    out.push_str(&format!(
+        "classification: {} — {}\n",
+        map.classification, map.bottleneck_detail
+    ));
     if let Some(list) = map.top_bottlenecks.as_array() {
         for (i, b) in list.iter().enumerate() {
             out.push_str(&format!(

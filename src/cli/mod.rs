@@ -84,7 +84,7 @@ struct SessionArgs {
     #[command(flatten)]
     out: CommonOut,
     /// The command to measure, after `--`.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     command: Vec<String>,
 }
 
@@ -110,7 +110,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "ms" => v / 1e3,
         "m" | "min" => v * 60.0,
         "h" => v * 3600.0,
-        _ => return Err(format!("unknown unit '{unit}' in '{s}' (use ms, s, m or h)")),
+        _ => {
+            return Err(format!(
+                "unknown unit '{unit}' in '{s}' (use ms, s, m or h)"
+            ));
+        }
     };
     if !(secs > 0.0 && secs.is_finite()) {
         return Err(format!("duration must be positive: '{s}'"));
@@ -122,7 +126,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 #[derive(Debug)]
 pub enum Parsed {
     Plan(Plan),
-    Print { text: String, to_stderr: bool, code: i32 },
+    Print {
+        text: String,
+        to_stderr: bool,
+        code: i32,
+    },
 }
 
 /// Turn argv into a plan. Usage errors come back as text with examples and exit 2.

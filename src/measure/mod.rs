@@ -59,7 +59,12 @@ pub fn run_baseline(
         let m = run_once(spec, opts, log, hooks.as_mut(), i + 1, warmup)?;
         let exit = m.exit;
         if let Ok(mut l) = log.lock() {
-            let _ = writeln!(l, "=== profmap: {label} ended: {}, {:.1} ms ===", describe_exit(&exit), m.wall_ms);
+            let _ = writeln!(
+                l,
+                "=== profmap: {label} ended: {}, {:.1} ms ===",
+                describe_exit(&exit),
+                m.wall_ms
+            );
         }
         baseline.runs.push(m);
         progress(i + 1, total);
@@ -78,7 +83,10 @@ pub fn run_baseline(
 pub fn describe_exit(e: &ExitStatus) -> String {
     match e {
         ExitStatus::Code { code } => format!("exit {code}"),
-        ExitStatus::Signal { signal, core_dumped } => {
+        ExitStatus::Signal {
+            signal,
+            core_dumped,
+        } => {
             let name = signal_name(*signal);
             let core = if *core_dumped { ", core dumped" } else { "" };
             format!("signal {signal} ({name}{core})")

@@ -35,7 +35,12 @@ pub struct Poller {
 }
 
 impl Poller {
-    pub fn start(main_pid: i32, start: Instant, interval: Duration, timeline_every: Duration) -> Poller {
+    pub fn start(
+        main_pid: i32,
+        start: Instant,
+        interval: Duration,
+        timeline_every: Duration,
+    ) -> Poller {
         let (stop, rx) = channel();
         let handle = std::thread::Builder::new()
             .name("profmap-poll".into())
@@ -104,7 +109,13 @@ fn poll_loop(
             cum_ticks += st.cpu_ticks.saturating_sub(prev.ticks);
             cum_read += io.read_bytes.saturating_sub(prev.io.read_bytes);
             cum_write += io.write_bytes.saturating_sub(prev.io.write_bytes);
-            next_last.insert(pid, Last { ticks: st.cpu_ticks, io });
+            next_last.insert(
+                pid,
+                Last {
+                    ticks: st.cpu_ticks,
+                    io,
+                },
+            );
         }
         last = next_last;
         if live > 0 {

@@ -104,7 +104,17 @@ mod tests {
 
     #[test]
     fn io_fields() {
-        let io = parse_io("rchar: 5\nwchar: 6\nsyscr: 1\nsyscw: 1\nread_bytes: 4096\nwrite_bytes: 8192\ncancelled_write_bytes: 0\n");
-        assert_eq!(io, ProcIo { rchar: 5, wchar: 6, read_bytes: 4096, write_bytes: 8192 });
+        let io = parse_io(
+            "rchar: 5\nwchar: 6\nsyscr: 1\nsyscw: 1\nread_bytes: 4096\nwrite_bytes: 8192\ncancelled_write_bytes: 0\n",
+        );
+        assert_eq!(
+            io,
+            ProcIo {
+                rchar: 5,
+                wchar: 6,
+                read_bytes: 4096,
+                write_bytes: 8192
+            }
+        );
     }
 }

@@ -71,7 +71,10 @@ pub struct RunOptions {
 
 /// CLOCK_MONOTONIC in nanoseconds (the clock perf events are told to use).
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is a valid timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -220,9 +223,7 @@ fn reap_all(main_pid: i32) -> Reaped {
         // SAFETY: zeroed siginfo is a valid out-parameter.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
         // SAFETY: plain syscall with valid pointers.
-        let rc = unsafe {
-            libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOWAIT)
-        };
+        let rc = unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOWAIT) };
         if rc < 0 {
             match std::io::Error::last_os_error().raw_os_error() {
                 Some(libc::EINTR) => continue,

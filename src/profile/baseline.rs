@@ -21,8 +21,13 @@ impl Baseline {
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ExitStatus {
-    Code { code: i32 },
-    Signal { signal: i32, core_dumped: bool },
+    Code {
+        code: i32,
+    },
+    Signal {
+        signal: i32,
+        core_dumped: bool,
+    },
     Timeout,
     /// profmap was interrupted (Ctrl-C) while the run was in flight.
     Interrupted,

@@ -41,11 +41,13 @@ pub fn read_recording(path: &Path) -> Result<Recording, Error> {
     } else {
         raw
     };
-    let value: serde_json::Value = serde_json::from_slice(&text)
-        .map_err(|e| bad(format!("not JSON ({e})")))?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&text).map_err(|e| bad(format!("not JSON ({e})")))?;
     let format = value.get("format").and_then(|v| v.as_str());
     if format != Some(FORMAT_NAME) {
-        return Err(bad("not a profmap recording (no \"format\": \"profmap-recording\")".into()));
+        return Err(bad(
+            "not a profmap recording (no \"format\": \"profmap-recording\")".into(),
+        ));
     }
     let version = value.get("version").and_then(|v| v.as_u64());
     if version != Some(u64::from(FORMAT_VERSION)) {

@@ -55,7 +55,10 @@ pub fn run_memory_peak(r: &RunMeasurement) -> (f64, &'static str) {
 pub fn exit_code_value(e: &ExitStatus) -> serde_json::Value {
     match e {
         ExitStatus::Code { code } => serde_json::Value::from(*code),
-        ExitStatus::Signal { signal, core_dumped } => {
+        ExitStatus::Signal {
+            signal,
+            core_dumped,
+        } => {
             let core = if *core_dumped { " (core dumped)" } else { "" };
             serde_json::Value::from(format!("signal {signal}{core}"))
         }
@@ -74,7 +77,8 @@ pub fn summarize(runs: &[&RunMeasurement], warmup_runs: u32) -> Option<BaselineS
     if runs.is_empty() {
         return None;
     }
-    let col = |f: &dyn Fn(&RunMeasurement) -> f64| -> Vec<f64> { runs.iter().map(|r| f(r)).collect() };
+    let col =
+        |f: &dyn Fn(&RunMeasurement) -> f64| -> Vec<f64> { runs.iter().map(|r| f(r)).collect() };
     let mut statistics = BTreeMap::new();
     let mut put = |name: &'static str, v: Vec<f64>| {
         if let Some(s) = stats::stat(&v) {
@@ -83,7 +87,13 @@ pub fn summarize(runs: &[&RunMeasurement], warmup_runs: u32) -> Option<BaselineS
     };
     let wall = col(&|r| r.wall_ms);
     let cpu = col(&|r| r.cpu_ms());
-    let util = col(&|r| if r.wall_ms > 0.0 { r.cpu_ms() / r.wall_ms } else { 0.0 });
+    let util = col(&|r| {
+        if r.wall_ms > 0.0 {
+            r.cpu_ms() / r.wall_ms
+        } else {
+            0.0
+        }
+    });
     let mem = col(&|r| run_memory_peak(r).0);
     put("wall_time_ms", wall.clone());
     put("cpu_time_ms", cpu.clone());
@@ -93,12 +103,21 @@ pub fn summarize(runs: &[&RunMeasurement], warmup_runs: u32) -> Option<BaselineS
     put("memory_peak_mb", mem.clone());
     put("io_read_bytes", col(&|r| r.read_bytes as f64));
     put("io_write_bytes", col(&|r| r.write_bytes as f64));
-    put("voluntary_context_switches", col(&|r| r.voluntary_cs as f64));
-    put("involuntary_context_switches", col(&|r| r.involuntary_cs as f64));
+    put(
+        "voluntary_context_switches",
+        col(&|r| r.voluntary_cs as f64),
+    );
+    put(
+        "involuntary_context_switches",
+        col(&|r| r.involuntary_cs as f64),
+    );
     put("minor_page_faults", col(&|r| r.minor_faults as f64));
     put("major_page_faults", col(&|r| r.major_faults as f64));
 
-    let tree_basis = runs.iter().filter(|r| run_memory_peak(r).1 == "tree_sum").count();
+    let tree_basis = runs
+        .iter()
+        .filter(|r| run_memory_peak(r).1 == "tree_sum")
+        .count();
     let deltas: Vec<f64> = runs
         .iter()
         .filter_map(|r| r.memory_delta_kb.map(|d| d as f64 / MIB_KB))
@@ -106,7 +125,11 @@ pub fn summarize(runs: &[&RunMeasurement], warmup_runs: u32) -> Option<BaselineS
     let mut warnings = Vec::new();
     if let Some(s) = statistics.get("wall_time_ms") {
         if !s.outliers.is_empty() {
-            let which: Vec<String> = s.outliers.iter().map(|i| format!("run {}", i + 1)).collect();
+            let which: Vec<String> = s
+                .outliers
+                .iter()
+                .map(|i| format!("run {}", i + 1))
+                .collect();
             warnings.push(format!(
                 "wall-time outlier(s) in {} (modified Z-score > {}): the machine was busy or the \
                  target is noisy — use more --runs, a --warmup, or a quieter machine",
@@ -149,7 +172,11 @@ pub fn summarize(runs: &[&RunMeasurement], warmup_runs: u32) -> Option<BaselineS
         sys_time_ms: stats::median(&col(&|r| r.sys_ms)).unwrap_or(0.0),
         cpu_utilization: stats::median(&util).unwrap_or(0.0),
         memory_peak_mb: stats::median(&mem).unwrap_or(0.0),
-        memory_peak_basis: if tree_basis * 2 >= runs.len() { "tree_sum" } else { "largest_process" },
+        memory_peak_basis: if tree_basis * 2 >= runs.len() {
+            "tree_sum"
+        } else {
+            "largest_process"
+        },
         memory_delta_mb: stats::median(&deltas),
         io_read_bytes: med_u64(runs.iter().map(|r| r.read_bytes)),
         io_write_bytes: med_u64(runs.iter().map(|r| r.write_bytes)),
@@ -162,7 +189,12 @@ pub fn summarize(runs: &[&RunMeasurement], warmup_runs: u32) -> Option<BaselineS
         http_round_trips: None,
         db_round_trips: None,
         processes: med_u64(runs.iter().map(|r| r.processes)).max(1),
-        threads_peak: runs.iter().map(|r| r.threads_peak).max().unwrap_or(1).max(1),
+        threads_peak: runs
+            .iter()
+            .map(|r| r.threads_peak)
+            .max()
+            .unwrap_or(1)
+            .max(1),
         gpu_utilization_pct: None,
         gpu_memory_peak_mb: None,
         exit_codes: runs.iter().map(|r| exit_code_value(&r.exit)).collect(),

@@ -35,7 +35,11 @@ fn bytes(b: u64) -> String {
         v /= 1024.0;
         i += 1;
     }
-    if i == 0 { format!("{b} B") } else { format!("{v:.1} {}", U[i]) }
+    if i == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", U[i])
+    }
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
@@ -46,7 +50,11 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 pub fn render(rec: &Recording, map: &PerfMap) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "# profmap report\n");
-    let _ = writeln!(o, "- Command: `{}`", shell_join(&rec.meta.command).replace('`', "'"));
+    let _ = writeln!(
+        o,
+        "- Command: `{}`",
+        shell_join(&rec.meta.command).replace('`', "'")
+    );
     let _ = writeln!(o, "- Run id: `{}`", rec.meta.run_id);
     if let Some(h) = &rec.meta.hostname {
         let _ = writeln!(
@@ -56,7 +64,11 @@ pub fn render(rec: &Recording, map: &PerfMap) -> String {
             rec.meta.kernel.as_deref().unwrap_or("?")
         );
     }
-    let _ = writeln!(o, "- Classification: **{}** — {}\n", map.classification, map.bottleneck_detail);
+    let _ = writeln!(
+        o,
+        "- Classification: **{}** — {}\n",
+        map.classification, map.bottleneck_detail
+    );
 
     let _ = writeln!(o, "## Part A — measurements\n");
     if let Some(b) = &map.baseline {
@@ -69,7 +81,11 @@ pub fn render(rec: &Recording, map: &PerfMap) -> String {
             .statistics
             .iter()
             .map(|(k, s)| {
-                let d = if k.contains("bytes") || k.contains("switches") || k.contains("faults") { 0 } else { 2 };
+                let d = if k.contains("bytes") || k.contains("switches") || k.contains("faults") {
+                    0
+                } else {
+                    2
+                };
                 vec![
                     k.to_string(),
                     f(s.median, d),
@@ -77,11 +93,19 @@ pub fn render(rec: &Recording, map: &PerfMap) -> String {
                     f(s.stddev, d),
                     f(s.min, d),
                     f(s.max, d),
-                    s.values.iter().map(|v| f(*v, d)).collect::<Vec<_>>().join(", "),
+                    s.values
+                        .iter()
+                        .map(|v| f(*v, d))
+                        .collect::<Vec<_>>()
+                        .join(", "),
                 ]
             })
             .collect();
-        table(&mut o, &["metric", "median", "mean", "stddev", "min", "max", "values"], &rows);
+        table(
+            &mut o,
+            &["metric", "median", "mean", "stddev", "min", "max", "values"],
+            &rows,
+        );
 
         let _ = writeln!(o, "### CPU\n");
         table(
@@ -89,12 +113,24 @@ pub fn render(rec: &Recording, map: &PerfMap) -> String {
             &["metric", "median"],
             &[
                 vec!["wall time".into(), format!("{} ms", f(b.wall_time_ms, 1))],
-                vec!["CPU time (user + sys)".into(), format!("{} ms", f(b.cpu_time_ms, 1))],
+                vec![
+                    "CPU time (user + sys)".into(),
+                    format!("{} ms", f(b.cpu_time_ms, 1)),
+                ],
                 vec!["user".into(), format!("{} ms", f(b.user_time_ms, 1))],
                 vec!["sys".into(), format!("{} ms", f(b.sys_time_ms, 1))],
-                vec!["CPU utilisation (cores busy)".into(), f(b.cpu_utilization, 2)],
-                vec!["voluntary context switches".into(), b.voluntary_context_switches.to_string()],
-                vec!["involuntary context switches".into(), b.involuntary_context_switches.to_string()],
+                vec![
+                    "CPU utilisation (cores busy)".into(),
+                    f(b.cpu_utilization, 2),
+                ],
+                vec![
+                    "voluntary context switches".into(),
+                    b.voluntary_context_switches.to_string(),
+                ],
+                vec![
+                    "involuntary context switches".into(),
+                    b.involuntary_context_switches.to_string(),
+                ],
             ],
         );
         let _ = writeln!(o, "### Memory\n");
@@ -102,8 +138,14 @@ pub fn render(rec: &Recording, map: &PerfMap) -> String {
             &mut o,
             &["metric", "median"],
             &[
-                vec![format!("peak memory ({})", b.memory_peak_basis), format!("{} MiB", f(b.memory_peak_mb, 1))],
-                vec!["memory delta of the main process".into(), format!("{} MiB", opt(b.memory_delta_mb, 1))],
+                vec![
+                    format!("peak memory ({})", b.memory_peak_basis),
+                    format!("{} MiB", f(b.memory_peak_mb, 1)),
+                ],
+                vec![
+                    "memory delta of the main process".into(),
+                    format!("{} MiB", opt(b.memory_delta_mb, 1)),
+                ],
                 vec!["minor page faults".into(), b.minor_page_faults.to_string()],
                 vec!["major page faults".into(), b.major_page_faults.to_string()],
             ],
@@ -115,7 +157,10 @@ pub fn render(rec: &Recording, map: &PerfMap) -> String {
             &[
                 vec!["storage read".into(), bytes(b.io_read_bytes)],
                 vec!["storage write".into(), bytes(b.io_write_bytes)],
-                vec!["read calls (rchar, page cache included)".into(), bytes(b.io_rchar_bytes)],
+                vec![
+                    "read calls (rchar, page cache included)".into(),
+                    bytes(b.io_rchar_bytes),
+                ],
                 vec!["write calls (wchar)".into(), bytes(b.io_wchar_bytes)],
             ],
         );
@@ -128,7 +173,11 @@ pub fn render(rec: &Recording, map: &PerfMap) -> String {
                 vec!["peak threads".into(), b.threads_peak.to_string()],
                 vec![
                     "exit codes".into(),
-                    b.exit_codes.iter().map(|v| v.to_string().trim_matches('"').to_string()).collect::<Vec<_>>().join(", "),
+                    b.exit_codes
+                        .iter()
+                        .map(|v| v.to_string().trim_matches('"').to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
                 ],
             ],
         );
@@ -138,7 +187,10 @@ pub fn render(rec: &Recording, map: &PerfMap) -> String {
     render_steps(&mut o, &pr["performance_map"]["steps"]);
     render_bottlenecks(&mut o, &map.top_bottlenecks);
     let _ = writeln!(o, "### Recommendations\n");
-    let _ = writeln!(o, "None yet: no suspicion has been confirmed by measurement.\n");
+    let _ = writeln!(
+        o,
+        "None yet: no suspicion has been confirmed by measurement.\n"
+    );
     if !map.warnings.is_empty() {
         let _ = writeln!(o, "### Warnings\n");
         for w in &map.warnings {
@@ -165,13 +217,24 @@ fn render_hotspots(o: &mut String, h: &Value) {
                 f(x["self_time_ms"].as_f64().unwrap_or(0.0), 1),
                 f(x["self_share_pct"].as_f64().unwrap_or(0.0), 1),
                 x["total_share_pct"].as_f64().map_or("".into(), |v| f(v, 1)),
-                if x["on_cpu"].as_bool().unwrap_or(false) { "on-CPU" } else { "off-CPU" }.into(),
+                if x["on_cpu"].as_bool().unwrap_or(false) {
+                    "on-CPU"
+                } else {
+                    "off-CPU"
+                }
+                .into(),
                 x["module"].as_str().unwrap_or("").to_string(),
                 x["location"].as_str().unwrap_or("").to_string(),
             ]
         })
         .collect();
-    table(o, &["function", "self ms", "self %", "total %", "where", "module", "location"], &rows);
+    table(
+        o,
+        &[
+            "function", "self ms", "self %", "total %", "where", "module", "location",
+        ],
+        &rows,
+    );
 }
 
 fn render_steps(o: &mut String, steps: &Value) {
@@ -181,8 +244,16 @@ fn render_steps(o: &mut String, steps: &Value) {
     let _ = writeln!(o, "### Steps\n");
     let mut rows = Vec::new();
     fn walk(v: &Value, depth: usize, rows: &mut Vec<Vec<String>>) {
-        let name = format!("{}{}", "  ".repeat(depth), v["function"].as_str().unwrap_or("?"));
-        let trunc = if v["truncated"].as_bool().unwrap_or(false) { " …" } else { "" };
+        let name = format!(
+            "{}{}",
+            "  ".repeat(depth),
+            v["function"].as_str().unwrap_or("?")
+        );
+        let trunc = if v["truncated"].as_bool().unwrap_or(false) {
+            " …"
+        } else {
+            ""
+        };
         rows.push(vec![
             v["id"].as_str().unwrap_or("").to_string(),
             format!("{name}{trunc}"),
@@ -201,7 +272,13 @@ fn render_steps(o: &mut String, steps: &Value) {
     for s in list {
         walk(s, 0, &mut rows);
     }
-    table(o, &["id", "step", "wall ms", "CPU ms", "share %", "class", "location"], &rows);
+    table(
+        o,
+        &[
+            "id", "step", "wall ms", "CPU ms", "share %", "class", "location",
+        ],
+        &rows,
+    );
 }
 
 fn render_bottlenecks(o: &mut String, top: &Value) {

@@ -38,7 +38,10 @@ pub struct PerfMap {
 pub fn shell_join(argv: &[String]) -> String {
     argv.iter()
         .map(|a| {
-            if !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+            {
                 a.clone()
             } else {
                 format!("'{}'", a.replace('\'', "'\\''"))
@@ -106,7 +109,11 @@ fn baseline_classification(b: &BaselineSummary) -> (String, String) {
 }
 
 /// Build the map. `artifacts` maps artifact names to paths relative to the output folder.
-pub fn build(rec: &Recording, deep: Option<&DeepView>, artifacts: &BTreeMap<String, String>) -> PerfMap {
+pub fn build(
+    rec: &Recording,
+    deep: Option<&DeepView>,
+    artifacts: &BTreeMap<String, String>,
+) -> PerfMap {
     let (runs, warmups, runs_warning) = baseline_runs(rec);
     let baseline = summarize(&runs, warmups);
     let mut warnings: Vec<String> = rec.warnings.clone();
@@ -207,12 +214,15 @@ fn measurement_quality(rec: &Recording, b: Option<&BaselineSummary>) -> Value {
         });
     };
     let overhead = match (b, &rec.baseline) {
-        (Some(b), Some(_)) if b.wall_time_ms > 0.0 => Some((s.wall_ms / b.wall_time_ms - 1.0) * 100.0),
+        (Some(b), Some(_)) if b.wall_time_ms > 0.0 => {
+            Some((s.wall_ms / b.wall_time_ms - 1.0) * 100.0)
+        }
         _ => None,
     };
     let mut warnings = s.quality.warnings.clone();
     if overhead.is_none() {
-        warnings.push("overhead_pct unknown: no baseline runs to compare the profiled run with".into());
+        warnings
+            .push("overhead_pct unknown: no baseline runs to compare the profiled run with".into());
     }
     json!({
         "sampler": s.sampler,

@@ -54,7 +54,9 @@ pub fn resolve_program(program: &str) -> Result<PathBuf, Error> {
             return Err(cannot("is a directory"));
         }
         if !is_executable(p) {
-            return Err(cannot("permission denied (the file is not executable; chmod +x it)"));
+            return Err(cannot(
+                "permission denied (the file is not executable; chmod +x it)",
+            ));
         }
         Ok(p.to_path_buf())
     };
@@ -89,7 +91,10 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), Error> {
     let mut fds = [0; 2];
     // SAFETY: fds has room for two descriptors.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(Error::Tool(format!("pipe: {}", std::io::Error::last_os_error())));
+        return Err(Error::Tool(format!(
+            "pipe: {}",
+            std::io::Error::last_os_error()
+        )));
     }
     // SAFETY: pipe2 returned two fresh descriptors we now own.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
@@ -104,7 +109,11 @@ pub fn spawn_suspended(spec: &TargetSpec) -> Result<Suspended, Error> {
             reason: "argument contains a NUL byte".into(),
         })
     };
-    let argv_c: Vec<CString> = spec.argv().iter().map(|s| to_c(s)).collect::<Result<_, _>>()?;
+    let argv_c: Vec<CString> = spec
+        .argv()
+        .iter()
+        .map(|s| to_c(s))
+        .collect::<Result<_, _>>()?;
     let mut argv_p: Vec<*const libc::c_char> = argv_c.iter().map(|c| c.as_ptr()).collect();
     argv_p.push(std::ptr::null());
     let devnull = File::open("/dev/null").map_err(|e| Error::io(Path::new("/dev/null"), e))?;
@@ -117,7 +126,10 @@ pub fn spawn_suspended(spec: &TargetSpec) -> Result<Suspended, Error> {
     // above, then execs or _exits.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        return Err(Error::Tool(format!("fork: {}", std::io::Error::last_os_error())));
+        return Err(Error::Tool(format!(
+            "fork: {}",
+            std::io::Error::last_os_error()
+        )));
     }
     if pid == 0 {
         // SAFETY: see above; every pointer is valid until exec.
@@ -198,7 +210,8 @@ impl Suspended {
             stderr,
         } = self;
         let mut w = File::from(release_w);
-        std::io::Write::write_all(&mut w, &[1]).map_err(|e| Error::Tool(format!("release: {e}")))?;
+        std::io::Write::write_all(&mut w, &[1])
+            .map_err(|e| Error::Tool(format!("release: {e}")))?;
         drop(w);
         let mut buf = Vec::new();
         let _ = File::from(error_r).read_to_end(&mut buf);
@@ -210,7 +223,11 @@ impl Suspended {
                 reason: std::io::Error::from_raw_os_error(errno).to_string(),
             });
         }
-        Ok(Launched { pid, stdout, stderr })
+        Ok(Launched {
+            pid,
+            stdout,
+            stderr,
+        })
     }
 }
 

@@ -1,0 +1,87 @@
+//! Shared helpers for integration tests: compile C fixtures, run the profmap binary,
+//! validate outputs against the JSON schema.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The folder holding compiled fixtures for this test binary.
+pub fn fixtures_dir() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("tempdir"))
+        .path()
+}
+
+/// Compile tests/fixtures/c/NAME.c with the system cc (extra flags allowed); cached.
+pub fn compile(name: &str, flags: &[&str]) -> PathBuf {
+    let tag = flags.join("").replace(['-', ' ', '='], "");
+    let out = fixtures_dir().join(format!("{name}{tag}"));
+    if out.exists() {
+        return out;
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/c")
+        .join(format!("{name}.c"));
+    let tmp = out.with_extension(format!("tmp{}", std::process::id()));
+    let st = Command::new("cc")
+        .args(["-O2", "-g"])
+        .args(flags)
+        .arg(&src)
+        .arg("-o")
+        .arg(&tmp)
+        .arg("-lpthread")
+        .status()
+        .expect("cc runs");
+    assert!(st.success(), "compiling {}", src.display());
+    std::fs::rename(&tmp, &out).expect("rename");
+    out
+}
+
+/// The profmap binary, colours off.
+pub fn profmap() -> assert_cmd::Command {
+    let mut c = assert_cmd::Command::cargo_bin("profmap").expect("binary");
+    c.env("NO_COLOR", "1");
+    c
+}
+
+pub fn read_json(p: &Path) -> serde_json::Value {
+    let s = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&s).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn schema() -> &'static jsonschema::Validator {
+    static V: OnceLock<jsonschema::Validator> = OnceLock::new();
+    V.get_or_init(|| {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/profile_result.schema.json");
+        jsonschema::validator_for(&read_json(&p)).expect("schema compiles")
+    })
+}
+
+/// Panic with every violation if `doc` does not validate against the schema.
+pub fn assert_valid(doc: &serde_json::Value) {
+    let errors: Vec<String> = schema()
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "schema violations:\n{}",
+        errors.join("\n")
+    );
+}
+
+/// Validate performance_map.json and .yaml of an output folder; return the JSON map.
+pub fn valid_map(out: &Path) -> serde_json::Value {
+    let map = read_json(&out.join("performance_map.json"));
+    assert_valid(&map);
+    let yaml = std::fs::read_to_string(out.join("performance_map.yaml")).expect("yaml written");
+    let from_yaml: serde_json::Value = serde_saphyr::from_str(&yaml).expect("yaml parses");
+    assert_valid(&from_yaml);
+    map
+}
+
+/// The baseline object of a map.
+pub fn baseline(map: &serde_json::Value) -> &serde_json::Value {
+    &map["profile_result"]["performance_map"]["baseline"]
+}
