@@ -100,17 +100,23 @@ pub(crate) fn top_bottlenecks(
                 step.time_share_pct,
                 ms(total)
             )];
+            let folded = if r.nodes.len() > 1 {
+                " (its own frames and the single calls folded into it)"
+            } else {
+                ""
+            };
             if r.unexplained_ns < r.wall_ns {
                 why.push(format!(
-                    "{} ms of it is not inside a deeper step ({} ms in its own frames)",
+                    "{} ms of it is not inside a deeper step; {} ms is self time{folded}",
                     ms(r.unexplained_ns),
                     step.self_time_ms
                 ));
-            } else if step.self_time_ms > 0.0 {
+            } else if step.self_time_ms >= step.wall_time_ms {
+                why.push(format!("all of it is self time{folded}"));
+            } else {
                 why.push(format!(
-                    "{} ms of it is in its own frames, {} ms in the functions it calls",
-                    step.self_time_ms,
-                    ms(r.wall_ns).max(step.self_time_ms) - step.self_time_ms
+                    "{} ms of it is self time{folded}, the rest in callees under 1% each",
+                    step.self_time_ms
                 ));
             }
             let split: Vec<String> = cats

@@ -119,15 +119,16 @@ pub(crate) fn breakdown(waits: &[u64; WaitCategory::ALL.len()]) -> BTreeMap<Stri
 }
 
 /// A step's type from its dominant category: a wait type when one wait category holds
-/// more than half of its wall time.
-fn function_type(waits: &[u64; WaitCategory::ALL.len()], wall: u64) -> StepType {
+/// more than half of its wall time and at least half of the wall time is the step's own
+/// (so a caller of a waiting function stays a `function_call`).
+fn function_type(waits: &[u64; WaitCategory::ALL.len()], wall: u64, self_ns: u64) -> StepType {
     let Some(top) = WaitCategory::ALL
         .iter()
         .max_by_key(|c| (waits[c.index()], std::cmp::Reverse(c.index())))
     else {
         return StepType::FunctionCall;
     };
-    if waits[top.index()] * 2 <= wall {
+    if waits[top.index()] * 2 <= wall || self_ns * 2 < wall {
         return StepType::FunctionCall;
     }
     match top {
@@ -238,7 +239,7 @@ impl<'a> StepBuilder<'a> {
                     n.name.clone(),
                     f.location(),
                     f.module.clone(),
-                    function_type(&n.waits_ns, n.wall_ns),
+                    function_type(&n.waits_ns, n.wall_ns, self_ns),
                 )
             }
             NodeLabel::Session => (n.name.clone(), None, None, StepType::Unknown),
@@ -344,10 +345,12 @@ mod tests {
         let mut w = [0u64; WaitCategory::ALL.len()];
         w[WaitCategory::Sleep.index()] = 60;
         w[WaitCategory::Cpu.index()] = 40;
-        assert_eq!(function_type(&w, 100), StepType::Sleep);
+        assert_eq!(function_type(&w, 100, 100), StepType::Sleep);
+        // The wait is in a callee: the caller is a plain call.
+        assert_eq!(function_type(&w, 100, 10), StepType::FunctionCall);
         w[WaitCategory::Sleep.index()] = 50;
         w[WaitCategory::Cpu.index()] = 50;
-        assert_eq!(function_type(&w, 100), StepType::FunctionCall);
+        assert_eq!(function_type(&w, 100, 100), StepType::FunctionCall);
     }
 
     #[test]
