@@ -120,7 +120,6 @@ pub fn is_plumbing(function: &str) -> bool {
         "thread_start",
     ];
     const PREFIXES: &[&str] = &[
-        "std::rt::lang_start",
         "std::rt::",
         "std::panicking::try",
         "std::panicking::catch_unwind",
