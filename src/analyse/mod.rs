@@ -1,2 +1,279 @@
-//! Pure analysis of a recording: call tree, steps, hotspots, classification.
-//! (Being built: see the analysis work item.)
+//! Pure analysis of a recording: call tree, steps, hotspots, wait attribution,
+//! classification and the top bottlenecks. A function of the [`SampledProfile`] only: it
+//! never touches /proc, perf_event or the terminal.
+//!
+//! The pieces, in the order [`analyse`] runs them:
+//!
+//! - `classify`: each sample's [`WaitCategory`] (cpu, runqueue, file, network, lock,
+//!   sleep, child, pipe, page_fault, other) from its kind, state and kernel frames, through
+//!   one static rule table;
+//! - `calltree`: the full [`CallTree`] with inclusive and self time per category;
+//! - `steps`: the depth-limited [`Step`] tree of the performance map;
+//! - `hotspots`: functions by self time;
+//! - `bottleneck`: the session's class, its detail sentence and the top 3 bottlenecks.
+//!
+//! Every share is a share of the session's total sampled wall time: the sum of all
+//! sample weights of all threads of all processes (on-CPU periods plus off-CPU
+//! intervals). With several threads this exceeds the elapsed time of the run.
+
+mod bottleneck;
+pub mod calltree;
+pub mod classify;
+pub mod hotspots;
+pub mod steps;
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::profile::SampledProfile;
+
+pub use bottleneck::Bottleneck;
+pub use calltree::{CallNode, CallTree, NodeLabel};
+pub use classify::WaitCategory;
+pub use hotspots::Hotspot;
+pub use steps::{Step, StepType};
+
+/// Bottleneck classes, serialized as the schema's strings.
+#[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug, Hash)]
+pub enum Classification {
+    #[serde(rename = "CPU")]
+    Cpu,
+    #[serde(rename = "I/O-DB")]
+    IoDb,
+    #[serde(rename = "I/O-Network")]
+    IoNetwork,
+    #[serde(rename = "I/O-File")]
+    IoFile,
+    Architecture,
+    External,
+    Cache,
+    Lock,
+    Memory,
+    #[serde(rename = "GPU")]
+    Gpu,
+    Idle,
+    Unknown,
+}
+
+impl Classification {
+    /// Every class, in the schema's order (also the tie-break order).
+    pub const ALL: [Classification; 12] = [
+        Classification::Cpu,
+        Classification::IoDb,
+        Classification::IoNetwork,
+        Classification::IoFile,
+        Classification::Architecture,
+        Classification::External,
+        Classification::Cache,
+        Classification::Lock,
+        Classification::Memory,
+        Classification::Gpu,
+        Classification::Idle,
+        Classification::Unknown,
+    ];
+
+    /// The schema string ("CPU", "I/O-File", ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Classification::Cpu => "CPU",
+            Classification::IoDb => "I/O-DB",
+            Classification::IoNetwork => "I/O-Network",
+            Classification::IoFile => "I/O-File",
+            Classification::Architecture => "Architecture",
+            Classification::External => "External",
+            Classification::Cache => "Cache",
+            Classification::Lock => "Lock",
+            Classification::Memory => "Memory",
+            Classification::Gpu => "GPU",
+            Classification::Idle => "Idle",
+            Classification::Unknown => "Unknown",
+        }
+    }
+}
+
+/// The result of [`analyse`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Analysis {
+    /// Sum of all sample weights (all threads), ms.
+    pub total_wall_ms: f64,
+    /// Sum of on-CPU sample weights, ms.
+    pub total_cpu_ms: f64,
+    /// The full call tree (not depth-limited; not serialized into the map).
+    pub call_tree: CallTree,
+    pub steps: Vec<Step>,
+    pub hotspots: Vec<Hotspot>,
+    pub classification: Classification,
+    pub bottleneck_detail: String,
+    pub top_bottlenecks: Vec<Bottleneck>,
+    /// Whole session, every category key present: cpu, runqueue, file, network, lock,
+    /// sleep, child, pipe, page_fault, other.
+    pub wait_breakdown_ms: BTreeMap<String, f64>,
+    pub warnings: Vec<String>,
+}
+
+/// Classes of time, with `child` waits resolved to the children's own class.
+#[derive(Debug)]
+pub(crate) struct Classes {
+    /// Pid → class of the time its threads spent waiting for children.
+    child_class: HashMap<i32, Classification>,
+}
+
+type Waits = [u64; WaitCategory::ALL.len()];
+
+impl Classes {
+    fn new(p: &SampledProfile, tree: &CallTree) -> Classes {
+        let process_waits: HashMap<i32, &Waits> = tree
+            .root()
+            .children
+            .iter()
+            .map(|&c| (tree.nodes[c].pid, &tree.nodes[c].waits_ns))
+            .collect();
+        let mut child_class = HashMap::new();
+        for &pid in process_waits.keys() {
+            let mut per_class = [0u64; Classification::ALL.len()];
+            for child in p.processes.iter().filter(|c| c.ppid == Some(pid)) {
+                let Some(w) = process_waits.get(&child.pid) else {
+                    continue;
+                };
+                for c in WaitCategory::ALL {
+                    if c != WaitCategory::Child {
+                        per_class[c.classification() as usize] += w[c.index()];
+                    }
+                }
+            }
+            let class = argmax(&per_class).unwrap_or(Classification::Idle);
+            child_class.insert(pid, class);
+        }
+        Classes { child_class }
+    }
+
+    fn class_of(&self, c: WaitCategory, pid: i32) -> Classification {
+        match c {
+            WaitCategory::Child => self
+                .child_class
+                .get(&pid)
+                .copied()
+                .unwrap_or(Classification::Idle),
+            _ => c.classification(),
+        }
+    }
+
+    /// Time per class (indexed by `Classification as usize`) of waits in process `pid`.
+    fn per_class(&self, waits: &Waits, pid: i32) -> [u64; Classification::ALL.len()] {
+        let mut out = [0u64; Classification::ALL.len()];
+        for c in WaitCategory::ALL {
+            out[self.class_of(c, pid) as usize] += waits[c.index()];
+        }
+        out
+    }
+
+    /// The class holding the most time; `Unknown` when there is no time at all.
+    pub fn dominant(&self, waits: &Waits, pid: i32) -> Classification {
+        argmax(&self.per_class(waits, pid)).unwrap_or(Classification::Unknown)
+    }
+}
+
+/// The class with the largest non-zero time; ties go to the earlier class.
+fn argmax(per_class: &[u64; Classification::ALL.len()]) -> Option<Classification> {
+    let mut best: Option<(usize, u64)> = None;
+    for (i, &t) in per_class.iter().enumerate() {
+        if t > 0 && best.is_none_or(|(_, b)| t > b) {
+            best = Some((i, t));
+        }
+    }
+    best.map(|(i, _)| Classification::ALL[i])
+}
+
+/// Analyse one sampled profile.
+pub fn analyse(p: &SampledProfile) -> Analysis {
+    let tree = CallTree::build(p);
+    let classes = Classes::new(p, &tree);
+    let mut builder = steps::StepBuilder::new(p, &tree, &classes);
+    let steps = builder.build();
+    let refs = std::mem::take(&mut builder.refs);
+    let hotspots = hotspots::hotspots(p, &tree);
+
+    // Session class: per process, with its own child resolution.
+    let mut per_class = [0u64; Classification::ALL.len()];
+    for &c in &tree.root().children {
+        let n = &tree.nodes[c];
+        for (acc, t) in per_class
+            .iter_mut()
+            .zip(classes.per_class(&n.waits_ns, n.pid))
+        {
+            *acc += t;
+        }
+    }
+    let classification = argmax(&per_class).unwrap_or(Classification::Unknown);
+    let top_bottlenecks = bottleneck::top_bottlenecks(&tree, &classes, &steps, &refs);
+    let bottleneck_detail =
+        bottleneck::detail(p, &tree, classification, &per_class, &top_bottlenecks);
+
+    let root = tree.root();
+    let wait_breakdown_ms = WaitCategory::ALL
+        .iter()
+        .map(|c| (c.key().to_string(), steps::ms(root.wait_ns(*c))))
+        .collect();
+
+    let mut warnings = Vec::new();
+    if p.samples.is_empty() {
+        warnings.push("the recording holds no samples: nothing to analyse".to_string());
+    }
+    let no_stack: u64 = p
+        .samples
+        .iter()
+        .filter(|s| s.stack.is_none())
+        .map(|s| s.weight_ns)
+        .sum();
+    if no_stack > 0 {
+        warnings.push(format!(
+            "{:.1}% of the sampled wall time has no stack and is attributed to its process only",
+            steps::pct(no_stack, root.wall_ns)
+        ));
+    }
+    let other = root.wait_ns(WaitCategory::Other);
+    if other > 0 && steps::pct(other, root.wall_ns) >= 5.0 {
+        warnings.push(format!(
+            "{:.1}% of the sampled wall time is off-CPU for a reason the kernel stack did not show",
+            steps::pct(other, root.wall_ns)
+        ));
+    }
+
+    Analysis {
+        total_wall_ms: steps::ms(root.wall_ns),
+        total_cpu_ms: steps::ms(root.cpu_ns),
+        call_tree: tree,
+        steps,
+        hotspots,
+        classification,
+        bottleneck_detail,
+        top_bottlenecks,
+        wait_breakdown_ms,
+        warnings,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification_serializes_as_schema_strings() {
+        for c in Classification::ALL {
+            let json = serde_json::to_string(&c).unwrap_or_default();
+            assert_eq!(json, format!("\"{}\"", c.as_str()));
+        }
+    }
+
+    #[test]
+    fn argmax_prefers_larger_then_earlier() {
+        let mut t = [0u64; Classification::ALL.len()];
+        assert_eq!(argmax(&t), None);
+        t[Classification::Idle as usize] = 5;
+        t[Classification::Cpu as usize] = 5;
+        assert_eq!(argmax(&t), Some(Classification::Cpu));
+        t[Classification::Lock as usize] = 6;
+        assert_eq!(argmax(&t), Some(Classification::Lock));
+    }
+}

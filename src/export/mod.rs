@@ -1,2 +1,5 @@
-//! Other tools' formats (collapsed stacks, ...), one file each.
-//! (Being built: see the analysis work item.)
+//! Other tools' formats, one file each: collapsed stacks (`folded`) and inferno
+//! flamegraphs (`flamegraph`). Pure functions of the recording.
+
+pub mod flamegraph;
+pub mod folded;

@@ -1,0 +1,383 @@
+//! The call tree: every sample's weight added along its stack, with inclusive and self
+//! time, on-CPU and off-CPU, split by [`WaitCategory`].
+//!
+//! Shape: node 0 is the session; under it one synthetic node per process ("name (pid)");
+//! under a process with more than one sampled thread, one synthetic node per thread
+//! ("name (tid)"); then function nodes. Invariants:
+//!
+//! - A function node is keyed by (function, module, kind), not by frame: frames are
+//!   interned per call-site line, and two lines of `main` are still one `main`.
+//! - Kernel frames are not nodes: they are the evidence for the sample's category (and
+//!   the time lands on the innermost user or Python frame as self time). Only a stack
+//!   with no user frame at all (a kernel thread, a failed user unwind) keeps its kernel
+//!   frames, so its time is still named.
+//! - Start-up plumbing at the root of a stack (`_start`, `__libc_start_main`,
+//!   `start_thread`, `clone3`, Rust's `std::rt::lang_start` wrappers and the C `main`
+//!   they sit under) is dropped, so a thread's first node is the program's entry.
+//! - `wall_ns` of a node is the sum of the weights of the samples through it; the
+//!   children's `wall_ns` plus `self_wall_ns` equals it. Same for `cpu_ns`, and the
+//!   `waits_ns` entries sum to `wall_ns`.
+
+use std::collections::{BTreeSet, HashMap};
+
+use crate::profile::{FrameKind, SampleKind, SampledProfile};
+
+use super::classify::{WaitCategory, categorize};
+
+/// What a node stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NodeLabel {
+    Session,
+    Process {
+        pid: i32,
+    },
+    Thread {
+        pid: i32,
+        tid: i32,
+    },
+    /// A function; the index is a representative frame in `SampledProfile::frames` (the
+    /// one with the lowest line seen, the closest to the function's start).
+    Function {
+        frame: u32,
+    },
+}
+
+/// One node of the call tree. Times in nanoseconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallNode {
+    pub label: NodeLabel,
+    /// "name (pid)", "name (tid)" or the function name.
+    pub name: String,
+    /// Pid of the process this node belongs to (0 for the session).
+    pub pid: i32,
+    pub parent: Option<usize>,
+    pub children: Vec<usize>,
+    pub wall_ns: u64,
+    pub cpu_ns: u64,
+    pub self_wall_ns: u64,
+    pub self_cpu_ns: u64,
+    /// Inclusive time per category, indexed by [`WaitCategory::index`].
+    pub waits_ns: [u64; WaitCategory::ALL.len()],
+    /// Samples (on-CPU ticks and off-CPU intervals) through this node.
+    pub samples: u64,
+    pub off_cpu_intervals: u64,
+}
+
+impl CallNode {
+    fn new(label: NodeLabel, name: String, pid: i32, parent: Option<usize>) -> Self {
+        CallNode {
+            label,
+            name,
+            pid,
+            parent,
+            children: Vec::new(),
+            wall_ns: 0,
+            cpu_ns: 0,
+            self_wall_ns: 0,
+            self_cpu_ns: 0,
+            waits_ns: [0; WaitCategory::ALL.len()],
+            samples: 0,
+            off_cpu_intervals: 0,
+        }
+    }
+
+    pub fn wait_ns(&self, c: WaitCategory) -> u64 {
+        self.waits_ns[c.index()]
+    }
+
+    pub fn is_synthetic(&self) -> bool {
+        !matches!(self.label, NodeLabel::Function { .. })
+    }
+}
+
+/// The whole call tree of a session. `nodes[0]` is the session root.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallTree {
+    pub nodes: Vec<CallNode>,
+}
+
+/// Child lookup key while building.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Key {
+    Process(i32),
+    Thread(i32),
+    Function(u32),
+}
+
+/// True for frames that only start a program or a thread.
+pub fn is_plumbing(function: &str) -> bool {
+    const EXACT: &[&str] = &[
+        "_start",
+        "__libc_start_main",
+        "__libc_start_main_impl",
+        "__libc_start_call_main",
+        "start_thread",
+        "clone",
+        "clone3",
+        "__clone",
+        "__clone3",
+        "__rust_try",
+        "thread_start",
+    ];
+    const PREFIXES: &[&str] = &[
+        "std::rt::",
+        "std::panicking::try",
+        "std::panicking::catch_unwind",
+        "std::panic::catch_unwind",
+        "core::ops::function::FnOnce::call_once",
+        "<core::ops::function::",
+        "<alloc::boxed::Box<F,A> as core::ops::function::FnOnce",
+        "std::sys::backtrace::__rust_begin_short_backtrace",
+        "std::sys::pal::unix::thread::Thread::new::thread_start",
+        "std::sys::thread::unix::Thread::new::thread_start",
+        "std::thread::Builder::spawn_unchecked_",
+        "core::panic::unwind_safe::",
+        "<core::panic::unwind_safe::",
+    ];
+    let f = function.split(".llvm.").next().unwrap_or(function);
+    EXACT.contains(&f) || PREFIXES.iter().any(|p| f.starts_with(p))
+}
+
+/// How many leading frames (root first) are plumbing. Keeps at least one frame.
+pub fn plumbing_prefix(names: &[&str]) -> usize {
+    let mut i = 0;
+    while i + 1 < names.len() {
+        let here = names[i];
+        // Rust's C `main` only calls into `std::rt::lang_start*`.
+        let rust_main = here == "main" && names[i + 1].starts_with("std::rt::");
+        if is_plumbing(here) || rust_main {
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    i
+}
+
+impl CallTree {
+    /// Build the tree from every sample of `p`.
+    pub fn build(p: &SampledProfile) -> CallTree {
+        Builder::new(p).run()
+    }
+
+    pub fn root(&self) -> &CallNode {
+        &self.nodes[0]
+    }
+
+    /// Session wall time: the sum of all sample weights, ns.
+    pub fn total_wall_ns(&self) -> u64 {
+        self.nodes[0].wall_ns
+    }
+}
+
+struct Builder<'a> {
+    p: &'a SampledProfile,
+    nodes: Vec<CallNode>,
+    index: HashMap<(usize, Key), usize>,
+    /// Frame index → function id (frames of one function share it).
+    frame_fn: Vec<u32>,
+    /// Function id → representative frame.
+    fn_frame: Vec<u32>,
+    /// Leaf stack → (function path, root first, plumbing and kernel frames dropped).
+    paths: HashMap<u32, Vec<u32>>,
+    categories: HashMap<(Option<u32>, SampleKind), WaitCategory>,
+    multi_thread: BTreeSet<i32>,
+}
+
+impl<'a> Builder<'a> {
+    fn new(p: &'a SampledProfile) -> Self {
+        let mut ids: HashMap<(&str, Option<&str>, FrameKind), u32> = HashMap::new();
+        let mut frame_fn = Vec::with_capacity(p.frames.len());
+        let mut fn_frame: Vec<u32> = Vec::new();
+        for (i, f) in p.frames.iter().enumerate() {
+            let key = (f.function.as_str(), f.module.as_deref(), f.kind);
+            let next = fn_frame.len() as u32;
+            let id = *ids.entry(key).or_insert(next);
+            if id == next {
+                fn_frame.push(i as u32);
+            } else {
+                let rep = &p.frames[fn_frame[id as usize] as usize];
+                let better = match (f.line, rep.line) {
+                    (Some(a), Some(b)) => a < b,
+                    (Some(_), None) => true,
+                    _ => false,
+                };
+                if better {
+                    fn_frame[id as usize] = i as u32;
+                }
+            }
+            frame_fn.push(id);
+        }
+        let mut tids: HashMap<i32, BTreeSet<i32>> = HashMap::new();
+        for s in &p.samples {
+            tids.entry(s.pid).or_default().insert(s.tid);
+        }
+        let multi_thread = tids
+            .into_iter()
+            .filter(|(_, t)| t.len() > 1)
+            .map(|(pid, _)| pid)
+            .collect();
+        Builder {
+            p,
+            nodes: vec![CallNode::new(NodeLabel::Session, String::new(), 0, None)],
+            index: HashMap::new(),
+            frame_fn,
+            fn_frame,
+            paths: HashMap::new(),
+            categories: HashMap::new(),
+            multi_thread,
+        }
+    }
+
+    fn child(&mut self, parent: usize, key: Key, pid: i32) -> usize {
+        if let Some(&i) = self.index.get(&(parent, key)) {
+            return i;
+        }
+        let (label, name) = match key {
+            Key::Process(pid) => (NodeLabel::Process { pid }, process_name(self.p, pid)),
+            Key::Thread(tid) => (
+                NodeLabel::Thread { pid, tid },
+                thread_name(self.p, pid, tid),
+            ),
+            Key::Function(f) => {
+                let frame = self.fn_frame[f as usize];
+                let name = self.p.frames[frame as usize].function.clone();
+                (NodeLabel::Function { frame }, name)
+            }
+        };
+        let i = self.nodes.len();
+        self.nodes
+            .push(CallNode::new(label, name, pid, Some(parent)));
+        self.nodes[parent].children.push(i);
+        self.index.insert((parent, key), i);
+        i
+    }
+
+    fn path(&mut self, leaf: u32) -> Vec<u32> {
+        if let Some(p) = self.paths.get(&leaf) {
+            return p.clone();
+        }
+        let ids = self.p.stack_frame_ids(leaf);
+        let frames = &self.p.frames;
+        let any_user = ids
+            .iter()
+            .any(|&f| frames[f as usize].kind != FrameKind::Kernel);
+        let kept: Vec<u32> = ids
+            .into_iter()
+            .filter(|&f| !any_user || frames[f as usize].kind != FrameKind::Kernel)
+            .collect();
+        let names: Vec<&str> = kept
+            .iter()
+            .map(|&f| frames[f as usize].function.as_str())
+            .collect();
+        let skip = plumbing_prefix(&names);
+        let path: Vec<u32> = kept[skip..]
+            .iter()
+            .map(|&f| self.frame_fn[f as usize])
+            .collect();
+        self.paths.insert(leaf, path.clone());
+        path
+    }
+
+    fn category(&mut self, stack: Option<u32>, kind: SampleKind) -> WaitCategory {
+        if let Some(&c) = self.categories.get(&(stack, kind)) {
+            return c;
+        }
+        let frames = stack.map(|s| self.p.stack_frames(s)).unwrap_or_default();
+        let c = categorize(kind, &frames);
+        self.categories.insert((stack, kind), c);
+        c
+    }
+
+    fn run(mut self) -> CallTree {
+        for s in &self.p.samples {
+            let cat = self.category(s.stack, s.kind);
+            let on_cpu = matches!(s.kind, SampleKind::OnCpu);
+            let mut at = self.child(0, Key::Process(s.pid), s.pid);
+            let mut chain = vec![0, at];
+            if self.multi_thread.contains(&s.pid) {
+                at = self.child(at, Key::Thread(s.tid), s.pid);
+                chain.push(at);
+            }
+            if let Some(leaf) = s.stack {
+                for f in self.path(leaf) {
+                    at = self.child(at, Key::Function(f), s.pid);
+                    chain.push(at);
+                }
+            }
+            for &n in &chain {
+                let node = &mut self.nodes[n];
+                node.wall_ns += s.weight_ns;
+                node.waits_ns[cat.index()] += s.weight_ns;
+                node.samples += 1;
+                if on_cpu {
+                    node.cpu_ns += s.weight_ns;
+                } else {
+                    node.off_cpu_intervals += 1;
+                }
+            }
+            let leaf = &mut self.nodes[at];
+            leaf.self_wall_ns += s.weight_ns;
+            if on_cpu {
+                leaf.self_cpu_ns += s.weight_ns;
+            }
+        }
+        CallTree { nodes: self.nodes }
+    }
+}
+
+/// "name (pid)"; the name is "pid" when the process was not described.
+pub fn process_name(p: &SampledProfile, pid: i32) -> String {
+    let name = p
+        .processes
+        .iter()
+        .find(|pr| pr.pid == pid)
+        .map_or("pid", |pr| pr.name.as_str());
+    format!("{name} ({pid})")
+}
+
+/// "name (tid)"; the name is "tid" when the thread was not described.
+pub fn thread_name(p: &SampledProfile, pid: i32, tid: i32) -> String {
+    let name = p
+        .threads
+        .iter()
+        .find(|t| t.pid == pid && t.tid == tid)
+        .map_or("tid", |t| t.name.as_str());
+    format!("{name} ({tid})")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_and_rust_start_up_plumbing_is_skipped() {
+        let c = [
+            "_start",
+            "__libc_start_main",
+            "__libc_start_call_main",
+            "main",
+            "work",
+        ];
+        assert_eq!(plumbing_prefix(&c), 3);
+        let rust = [
+            "_start",
+            "__libc_start_main_impl",
+            "main",
+            "std::rt::lang_start_internal",
+            "std::panicking::try::do_call",
+            "std::rt::lang_start::{{closure}}",
+            "std::sys::backtrace::__rust_begin_short_backtrace",
+            "core::ops::function::FnOnce::call_once",
+            "myprog::main",
+            "myprog::work",
+        ];
+        assert_eq!(rust[plumbing_prefix(&rust)], "myprog::main");
+        let thread = ["clone3", "start_thread", "worker"];
+        assert_eq!(plumbing_prefix(&thread), 2);
+        // Never empties a stack.
+        assert_eq!(plumbing_prefix(&["_start", "clone3"]), 1);
+        // Plumbing is only skipped at the root.
+        assert_eq!(plumbing_prefix(&["main", "clone"]), 0);
+    }
+}

@@ -1,0 +1,429 @@
+//! Where a sample's time went: one [`WaitCategory`] per sample, from its kind, its
+//! switch-out state and its kernel frames.
+//!
+//! On-CPU samples are `cpu`. Off-CPU intervals are attributed from the evidence the
+//! recording carries, in this order (DESIGN.md §4, points 2 and 3):
+//!
+//! 1. a `Preempted` thread was runnable and waiting for a CPU: `runqueue` (CPU contention);
+//! 2. the kernel stack at switch-out, matched against [`KERNEL_RULES`]. The table is
+//!    ordered by priority: the first rule any frame of the stack matches wins, so
+//!    specific paths (a pipe read, a socket read) come before the generic ones they pass
+//!    through (`vfs_read`);
+//! 3. nothing matched: `other`.
+//!
+//! The category then maps to a bottleneck [`Classification`]; `child` is the exception,
+//! resolved by the caller to the children's own dominant class when they were profiled.
+
+use crate::profile::{Frame, FrameKind, SampleKind, WaitState};
+
+use super::Classification;
+
+/// Where a slice of wall time went. The keys of every `wait_breakdown_ms` map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WaitCategory {
+    /// Running on a CPU.
+    Cpu,
+    /// Runnable but preempted, waiting for a CPU.
+    Runqueue,
+    File,
+    Network,
+    Lock,
+    Sleep,
+    /// Waiting for a child process (wait4/waitid).
+    Child,
+    Pipe,
+    PageFault,
+    Other,
+}
+
+impl WaitCategory {
+    /// Every category, in a fixed order (used as array index).
+    pub const ALL: [WaitCategory; 10] = [
+        WaitCategory::Cpu,
+        WaitCategory::Runqueue,
+        WaitCategory::File,
+        WaitCategory::Network,
+        WaitCategory::Lock,
+        WaitCategory::Sleep,
+        WaitCategory::Child,
+        WaitCategory::Pipe,
+        WaitCategory::PageFault,
+        WaitCategory::Other,
+    ];
+
+    /// The key used in `wait_breakdown_ms`.
+    pub fn key(self) -> &'static str {
+        match self {
+            WaitCategory::Cpu => "cpu",
+            WaitCategory::Runqueue => "runqueue",
+            WaitCategory::File => "file",
+            WaitCategory::Network => "network",
+            WaitCategory::Lock => "lock",
+            WaitCategory::Sleep => "sleep",
+            WaitCategory::Child => "child",
+            WaitCategory::Pipe => "pipe",
+            WaitCategory::PageFault => "page_fault",
+            WaitCategory::Other => "other",
+        }
+    }
+
+    /// A few words for sentences ("on-CPU", "sleeping", ...).
+    pub fn describe(self) -> &'static str {
+        match self {
+            WaitCategory::Cpu => "on-CPU",
+            WaitCategory::Runqueue => "runnable but waiting for a CPU (preempted)",
+            WaitCategory::File => "blocked on file I/O",
+            WaitCategory::Network => "blocked on network I/O",
+            WaitCategory::Lock => "blocked on a lock (futex)",
+            WaitCategory::Sleep => "sleeping (nanosleep)",
+            WaitCategory::Child => "waiting for a child process",
+            WaitCategory::Pipe => "blocked on a pipe",
+            WaitCategory::PageFault => "blocked in page faults",
+            WaitCategory::Other => "off-CPU for an unattributed reason",
+        }
+    }
+
+    /// Index into [`WaitCategory::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The bottleneck class of time in this category. `Child` has no class of its own
+    /// (it is the child's): this returns `Idle`, the answer when the child is unknown.
+    pub fn classification(self) -> Classification {
+        match self {
+            WaitCategory::Cpu | WaitCategory::Runqueue => Classification::Cpu,
+            WaitCategory::File => Classification::IoFile,
+            WaitCategory::Network => Classification::IoNetwork,
+            WaitCategory::Lock => Classification::Lock,
+            WaitCategory::Sleep | WaitCategory::Pipe | WaitCategory::Child => Classification::Idle,
+            WaitCategory::PageFault => Classification::Memory,
+            WaitCategory::Other => Classification::Unknown,
+        }
+    }
+}
+
+/// How a rule matches a kernel function name (after dropping compiler suffixes such as
+/// `.isra.0` or `.constprop.0`).
+#[derive(Debug, Clone, Copy)]
+pub enum Pattern {
+    Exact(&'static str),
+    Prefix(&'static str),
+    Contains(&'static str),
+}
+
+impl Pattern {
+    fn matches(self, name: &str) -> bool {
+        match self {
+            Pattern::Exact(p) => name == p,
+            Pattern::Prefix(p) => name.starts_with(p),
+            Pattern::Contains(p) => name.contains(p),
+        }
+    }
+}
+
+/// One line of the kernel-frame table.
+#[derive(Debug)]
+pub struct KernelRule {
+    pub category: WaitCategory,
+    /// Only for this switch-out state; `None` for any off-CPU state.
+    pub state: Option<WaitState>,
+    pub patterns: &'static [Pattern],
+}
+
+use Pattern::{Contains, Exact, Prefix};
+
+/// The kernel-frame rules, highest priority first.
+pub static KERNEL_RULES: &[KernelRule] = &[
+    // A page fault in D state is memory pressure (major fault, swap, mmap'd file),
+    // even though it waits in io_schedule below.
+    KernelRule {
+        category: WaitCategory::PageFault,
+        state: Some(WaitState::Uninterruptible),
+        patterns: &[
+            Exact("handle_mm_fault"),
+            Exact("__handle_mm_fault"),
+            Exact("do_page_fault"),
+            Exact("exc_page_fault"),
+            Exact("do_user_addr_fault"),
+        ],
+    },
+    KernelRule {
+        category: WaitCategory::Sleep,
+        state: None,
+        patterns: &[Contains("nanosleep")],
+    },
+    KernelRule {
+        category: WaitCategory::Lock,
+        state: None,
+        patterns: &[
+            Contains("futex"),
+            Prefix("rwsem_down_"),
+            Prefix("__mutex_lock"),
+        ],
+    },
+    KernelRule {
+        category: WaitCategory::Child,
+        state: None,
+        patterns: &[Exact("do_wait"), Contains("wait4"), Contains("waitid")],
+    },
+    KernelRule {
+        category: WaitCategory::Pipe,
+        state: None,
+        patterns: &[
+            Prefix("pipe_read"),
+            Prefix("pipe_write"),
+            Prefix("pipe_wait"),
+        ],
+    },
+    KernelRule {
+        category: WaitCategory::Network,
+        state: None,
+        patterns: &[
+            Prefix("tcp_"),
+            Prefix("inet_"),
+            Prefix("inet6_"),
+            Prefix("udp_"),
+            Prefix("sock_"),
+            Prefix("unix_stream"),
+            Prefix("unix_dgram"),
+            Prefix("skb_recv"),
+            Prefix("__skb_recv"),
+            Prefix("__skb_wait"),
+            Prefix("__sys_recv"),
+            Prefix("__sys_send"),
+            Prefix("__sys_accept"),
+            Prefix("__sys_connect"),
+        ],
+    },
+    KernelRule {
+        category: WaitCategory::File,
+        state: None,
+        patterns: &[
+            Prefix("io_schedule"),
+            Prefix("folio_wait"),
+            Prefix("wait_on_page"),
+            Prefix("bit_wait_io"),
+            Prefix("blk_"),
+            Prefix("submit_bio"),
+            Prefix("ext4_"),
+            Prefix("jbd2"),
+            Prefix("xfs_"),
+            Prefix("btrfs_"),
+            Prefix("filemap_"),
+            Contains("fsync"),
+            Contains("fdatasync"),
+            Prefix("vfs_read"),
+            Prefix("vfs_write"),
+        ],
+    },
+];
+
+/// `foo.isra.0` → `foo`.
+fn base_name(function: &str) -> &str {
+    function.split('.').next().unwrap_or(function)
+}
+
+/// The first rule (in table order) that any of `kernel_frames` matches.
+pub fn match_kernel_rule(state: WaitState, kernel_frames: &[&str]) -> Option<&'static KernelRule> {
+    KERNEL_RULES.iter().find(|rule| {
+        rule.state.is_none_or(|s| s == state)
+            && kernel_frames.iter().any(|f| {
+                let name = base_name(f);
+                rule.patterns.iter().any(|p| p.matches(name))
+            })
+    })
+}
+
+/// The category of one sample, given its frames (any order; only kernel frames count).
+pub fn categorize(kind: SampleKind, frames: &[&Frame]) -> WaitCategory {
+    let state = match kind {
+        SampleKind::OnCpu => return WaitCategory::Cpu,
+        SampleKind::OffCpu { state } => state,
+    };
+    if state == WaitState::Preempted {
+        return WaitCategory::Runqueue;
+    }
+    let kernel: Vec<&str> = frames
+        .iter()
+        .filter(|f| f.kind == FrameKind::Kernel)
+        .map(|f| f.function.as_str())
+        .collect();
+    match_kernel_rule(state, &kernel).map_or(WaitCategory::Other, |r| r.category)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cat(state: WaitState, frames: &[&str]) -> WaitCategory {
+        match_kernel_rule(state, frames).map_or(WaitCategory::Other, |r| r.category)
+    }
+
+    const S: WaitState = WaitState::Sleeping;
+    const D: WaitState = WaitState::Uninterruptible;
+
+    #[test]
+    fn every_rule_has_patterns() {
+        for rule in KERNEL_RULES {
+            assert!(!rule.patterns.is_empty(), "{:?}", rule.category);
+        }
+    }
+
+    #[test]
+    fn page_fault_in_d_state_is_memory() {
+        let stack = [
+            "__schedule",
+            "io_schedule",
+            "folio_wait_bit_common",
+            "filemap_fault",
+            "__do_fault",
+            "handle_mm_fault",
+            "do_user_addr_fault",
+            "exc_page_fault",
+        ];
+        assert_eq!(cat(D, &stack), WaitCategory::PageFault);
+        // Not in D state: the page-fault rule does not apply, the file rule does.
+        assert_eq!(cat(S, &stack), WaitCategory::File);
+    }
+
+    #[test]
+    fn nanosleep_is_sleep() {
+        for f in [
+            "do_nanosleep",
+            "hrtimer_nanosleep",
+            "__x64_sys_clock_nanosleep",
+            "__x64_sys_nanosleep",
+            "common_nsleep", // alone: no rule
+        ] {
+            let want = if f == "common_nsleep" {
+                WaitCategory::Other
+            } else {
+                WaitCategory::Sleep
+            };
+            assert_eq!(cat(S, &["schedule", f]), want, "{f}");
+        }
+    }
+
+    #[test]
+    fn futex_and_kernel_locks_are_lock() {
+        assert_eq!(
+            cat(
+                S,
+                &["schedule", "futex_wait_queue", "futex_wait", "do_futex"]
+            ),
+            WaitCategory::Lock
+        );
+        assert_eq!(cat(S, &["__x64_sys_futex"]), WaitCategory::Lock);
+        assert_eq!(cat(D, &["rwsem_down_read_slowpath"]), WaitCategory::Lock);
+        assert_eq!(cat(D, &["__mutex_lock.constprop.0"]), WaitCategory::Lock);
+    }
+
+    #[test]
+    fn wait4_is_child() {
+        assert_eq!(
+            cat(
+                S,
+                &["schedule", "do_wait", "kernel_wait4", "__do_sys_wait4"]
+            ),
+            WaitCategory::Child
+        );
+        assert_eq!(cat(S, &["__x64_sys_waitid"]), WaitCategory::Child);
+        // "do_wait" must not catch wait_for_completion helpers.
+        assert_eq!(cat(S, &["do_wait_for_common"]), WaitCategory::Other);
+    }
+
+    #[test]
+    fn pipe_read_is_pipe_even_under_vfs_read() {
+        assert_eq!(
+            cat(S, &["schedule", "pipe_read", "vfs_read", "ksys_read"]),
+            WaitCategory::Pipe
+        );
+        assert_eq!(cat(S, &["pipe_write"]), WaitCategory::Pipe);
+    }
+
+    #[test]
+    fn sockets_are_network_even_under_vfs_read() {
+        for f in [
+            "tcp_recvmsg",
+            "inet_recvmsg",
+            "sock_read_iter",
+            "unix_stream_read_generic",
+            "skb_recv_datagram",
+            "__skb_wait_for_more_packets",
+            "__sys_recvfrom",
+            "__sys_connect",
+        ] {
+            assert_eq!(
+                cat(S, &["schedule", f, "vfs_read"]),
+                WaitCategory::Network,
+                "{f}"
+            );
+        }
+    }
+
+    #[test]
+    fn block_and_filesystem_waits_are_file() {
+        for f in [
+            "io_schedule",
+            "folio_wait_bit_common",
+            "blk_mq_get_tag",
+            "ext4_sync_file",
+            "jbd2_log_wait_commit",
+            "__x64_sys_fsync",
+            "vfs_read",
+            "filemap_read",
+            "bit_wait_io",
+        ] {
+            assert_eq!(cat(D, &["schedule", f]), WaitCategory::File, "{f}");
+        }
+    }
+
+    #[test]
+    fn compiler_suffixes_are_ignored() {
+        assert_eq!(cat(S, &["do_nanosleep.isra.0"]), WaitCategory::Sleep);
+        assert_eq!(cat(S, &["do_wait.part.0"]), WaitCategory::Child);
+    }
+
+    #[test]
+    fn unmatched_is_other_and_states_decide_first() {
+        assert_eq!(cat(S, &["schedule", "ep_poll"]), WaitCategory::Other);
+        let k = Frame {
+            function: "do_nanosleep".into(),
+            module: None,
+            file: None,
+            line: None,
+            kind: FrameKind::Kernel,
+            inlined: false,
+        };
+        let mut user = k.clone();
+        user.kind = FrameKind::User;
+        let off = |state| SampleKind::OffCpu { state };
+        assert_eq!(categorize(SampleKind::OnCpu, &[&k]), WaitCategory::Cpu);
+        assert_eq!(
+            categorize(off(WaitState::Preempted), &[&k]),
+            WaitCategory::Runqueue
+        );
+        assert_eq!(categorize(off(S), &[&k]), WaitCategory::Sleep);
+        // Only kernel frames are evidence: a user function named like a kernel path is not.
+        assert_eq!(categorize(off(S), &[&user]), WaitCategory::Other);
+    }
+
+    #[test]
+    fn categories_map_to_classes() {
+        assert_eq!(WaitCategory::Runqueue.classification(), Classification::Cpu);
+        assert_eq!(WaitCategory::Sleep.classification(), Classification::Idle);
+        assert_eq!(WaitCategory::Pipe.classification(), Classification::Idle);
+        assert_eq!(
+            WaitCategory::PageFault.classification(),
+            Classification::Memory
+        );
+        assert_eq!(
+            WaitCategory::Other.classification(),
+            Classification::Unknown
+        );
+        for (i, c) in WaitCategory::ALL.iter().enumerate() {
+            assert_eq!(c.index(), i);
+        }
+    }
+}

@@ -1,0 +1,368 @@
+//! Steps: the readable, depth-limited view of the call tree that goes into the
+//! performance map (schema `$defs/step`).
+//!
+//! From the call tree (see `calltree`), the steps keep what a reader needs:
+//!
+//! - Top level: one step per process when the session has several; with one process, one
+//!   step per thread when it has several; else the program's entry function(s).
+//! - A function whose child carries ≥ 99 % of its wall time is folded with that child
+//!   (repeatedly): the step keeps the outer name and location, adds up the chain's self
+//!   time and shows the innermost frame's children. Synthetic process and thread steps
+//!   never absorb a function.
+//! - Children under 1 % of the session's wall time are pooled into one "other" step,
+//!   shown only when the pool itself reaches 1 %.
+//! - Depth 5 is the last level: a step there that had children gets `truncated: true`.
+//!
+//! `time_share_pct` is the share of the session's total sampled wall time: the sum of
+//! the weights of all samples of all threads (on-CPU periods plus off-CPU intervals).
+//! Times are rounded to the microsecond, shares to 0.01 %.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::profile::SampledProfile;
+
+use super::calltree::{CallNode, CallTree, NodeLabel};
+use super::classify::WaitCategory;
+use super::{Classes, Classification};
+
+/// Deepest level shown (top-level steps are level 1).
+pub const MAX_DEPTH: usize = 5;
+/// A child with at least this fraction of its parent's wall time is folded into it.
+pub const FOLD_FRACTION: f64 = 0.99;
+/// Children under this share of the session (percent) are pooled into "other".
+pub const MIN_SHARE_PCT: f64 = 1.0;
+
+/// Schema `$defs/step_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepType {
+    FunctionCall,
+    Loop,
+    HttpCall,
+    DbQuery,
+    FileIo,
+    CacheOp,
+    QueueOp,
+    LockWait,
+    Sleep,
+    ChildProcess,
+    GpuOp,
+    Process,
+    Thread,
+    Unknown,
+}
+
+/// One step of the performance map (schema `$defs/step`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// "1", "1.2", "1.2.3", ...
+    pub id: String,
+    pub function: String,
+    pub location: Option<String>,
+    pub module: Option<String>,
+    /// "name (pid)" of the process the step ran in; None for a pool spanning processes.
+    pub process: Option<String>,
+    /// Inclusive wall time: on-CPU plus off-CPU.
+    pub wall_time_ms: f64,
+    /// Inclusive on-CPU time.
+    pub cpu_time_ms: f64,
+    /// Wall time in the step's own frame(s), not in callees.
+    pub self_time_ms: f64,
+    pub time_share_pct: f64,
+    #[serde(rename = "type")]
+    pub step_type: StepType,
+    pub classification: Classification,
+    /// Inclusive wall time per category (only the categories that occurred).
+    pub wait_breakdown_ms: BTreeMap<String, f64>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<Step>,
+}
+
+/// What the bottleneck ranking needs to know about a step beyond its JSON.
+#[derive(Debug, Clone)]
+pub(crate) struct StepRef {
+    pub id: String,
+    /// The call-tree nodes folded into this step, outermost first; empty for "other".
+    pub nodes: Vec<usize>,
+    /// Wall time of this step not shown in a child step, ns.
+    pub unexplained_ns: u64,
+    pub wall_ns: u64,
+    pub synthetic: bool,
+}
+
+pub(crate) fn ms(ns: u64) -> f64 {
+    round_to(ns as f64 / 1e6, 1e3)
+}
+
+pub(crate) fn pct(part: u64, total: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        round_to(part as f64 * 100.0 / total as f64, 1e2).min(100.0)
+    }
+}
+
+fn round_to(x: f64, scale: f64) -> f64 {
+    (x * scale).round() / scale
+}
+
+pub(crate) fn breakdown(waits: &[u64; WaitCategory::ALL.len()]) -> BTreeMap<String, f64> {
+    WaitCategory::ALL
+        .iter()
+        .filter(|c| waits[c.index()] > 0)
+        .map(|c| (c.key().to_string(), ms(waits[c.index()])))
+        .collect()
+}
+
+/// A step's type from its dominant category: a wait type when one wait category holds
+/// more than half of its wall time and at least half of the wall time is the step's own
+/// (so a caller of a waiting function stays a `function_call`).
+fn function_type(waits: &[u64; WaitCategory::ALL.len()], wall: u64, self_ns: u64) -> StepType {
+    let Some(top) = WaitCategory::ALL
+        .iter()
+        .max_by_key(|c| (waits[c.index()], std::cmp::Reverse(c.index())))
+    else {
+        return StepType::FunctionCall;
+    };
+    if waits[top.index()] * 2 <= wall || self_ns * 2 < wall {
+        return StepType::FunctionCall;
+    }
+    match top {
+        WaitCategory::Sleep => StepType::Sleep,
+        WaitCategory::Lock => StepType::LockWait,
+        WaitCategory::File => StepType::FileIo,
+        WaitCategory::Child => StepType::ChildProcess,
+        _ => StepType::FunctionCall,
+    }
+}
+
+pub(crate) struct StepBuilder<'a> {
+    p: &'a SampledProfile,
+    tree: &'a CallTree,
+    classes: &'a Classes,
+    total: u64,
+    pub refs: Vec<StepRef>,
+}
+
+impl<'a> StepBuilder<'a> {
+    pub fn new(p: &'a SampledProfile, tree: &'a CallTree, classes: &'a Classes) -> Self {
+        StepBuilder {
+            p,
+            tree,
+            classes,
+            total: tree.total_wall_ns(),
+            refs: Vec::new(),
+        }
+    }
+
+    /// The top-level steps (see the module doc for which level that is).
+    pub fn build(&mut self) -> Vec<Step> {
+        let mut top: Vec<usize> = self.tree.root().children.clone();
+        // One process: its threads (when several) or its entry functions are the top
+        // level. (A process node only has thread children when it has several threads.)
+        if let [only] = top[..] {
+            top = self.node(only).children.clone();
+        }
+        self.children_of(&top, "", 1)
+    }
+
+    fn node(&self, i: usize) -> &CallNode {
+        &self.tree.nodes[i]
+    }
+
+    /// Steps for `candidates` (call-tree nodes) at `depth`, ids prefixed by `prefix`.
+    fn children_of(&mut self, candidates: &[usize], prefix: &str, depth: usize) -> Vec<Step> {
+        let mut shown: Vec<usize> = Vec::new();
+        let mut pooled: Vec<usize> = Vec::new();
+        for &c in candidates {
+            if pct(self.node(c).wall_ns, self.total) >= MIN_SHARE_PCT {
+                shown.push(c);
+            } else if self.node(c).wall_ns > 0 {
+                pooled.push(c);
+            }
+        }
+        shown.sort_by(|&a, &b| {
+            let (a, b) = (self.node(a), self.node(b));
+            b.wall_ns.cmp(&a.wall_ns).then_with(|| a.name.cmp(&b.name))
+        });
+        let mut steps = Vec::new();
+        for (k, &c) in shown.iter().enumerate() {
+            let id = child_id(prefix, k + 1);
+            steps.push(self.step(c, id, depth));
+        }
+        let pool_wall: u64 = pooled.iter().map(|&c| self.node(c).wall_ns).sum();
+        if !pooled.is_empty() && pct(pool_wall, self.total) >= MIN_SHARE_PCT {
+            let id = child_id(prefix, steps.len() + 1);
+            steps.push(self.other(&pooled, id));
+        }
+        steps
+    }
+
+    fn step(&mut self, top: usize, id: String, depth: usize) -> Step {
+        // Fold the chain of dominant children into this step.
+        let mut chain = vec![top];
+        let mut at = top;
+        if !self.node(top).is_synthetic() {
+            loop {
+                let n = self.node(at);
+                let heavy = n.children.iter().copied().find(|&c| {
+                    let cn = self.node(c);
+                    !cn.is_synthetic()
+                        && cn.wall_ns as f64 >= FOLD_FRACTION * self.node(top).wall_ns as f64
+                });
+                match heavy {
+                    Some(c) => {
+                        chain.push(c);
+                        at = c;
+                    }
+                    None => break,
+                }
+            }
+        }
+        let mut candidates: Vec<usize> = Vec::new();
+        for (k, &n) in chain.iter().enumerate() {
+            let next = chain.get(k + 1).copied();
+            candidates.extend(self.node(n).children.iter().filter(|&&c| Some(c) != next));
+        }
+        let self_ns: u64 = chain.iter().map(|&n| self.node(n).self_wall_ns).sum();
+        let n = self.node(top);
+        let (function, location, module, step_type) = match n.label {
+            NodeLabel::Process { .. } => (n.name.clone(), None, None, StepType::Process),
+            NodeLabel::Thread { .. } => (n.name.clone(), None, None, StepType::Thread),
+            NodeLabel::Function { frame } => {
+                let f = &self.p.frames[frame as usize];
+                (
+                    n.name.clone(),
+                    f.location(),
+                    f.module.clone(),
+                    function_type(&n.waits_ns, n.wall_ns, self_ns),
+                )
+            }
+            NodeLabel::Session => (n.name.clone(), None, None, StepType::Unknown),
+        };
+        let mut step = Step {
+            id: id.clone(),
+            function,
+            location,
+            module,
+            process: Some(super::calltree::process_name(self.p, n.pid)),
+            wall_time_ms: ms(n.wall_ns),
+            cpu_time_ms: ms(n.cpu_ns),
+            self_time_ms: ms(self_ns),
+            time_share_pct: pct(n.wall_ns, self.total),
+            step_type,
+            classification: self.classes.dominant(&n.waits_ns, n.pid),
+            wait_breakdown_ms: breakdown(&n.waits_ns),
+            truncated: false,
+            children: Vec::new(),
+        };
+        let wall_ns = n.wall_ns;
+        let synthetic = n.is_synthetic();
+        let ref_index = self.refs.len();
+        self.refs.push(StepRef {
+            id: id.clone(),
+            nodes: chain,
+            unexplained_ns: wall_ns,
+            wall_ns,
+            synthetic,
+        });
+        let has_children = candidates.iter().any(|&c| self.node(c).wall_ns > 0);
+        if depth >= MAX_DEPTH {
+            step.truncated = has_children;
+        } else {
+            step.children = self.children_of(&candidates, &id, depth + 1);
+            let shown: u64 = step
+                .children
+                .iter()
+                .map(|c| (c.wall_time_ms * 1e6).round() as u64)
+                .sum();
+            self.refs[ref_index].unexplained_ns = wall_ns.saturating_sub(shown);
+        }
+        step
+    }
+
+    fn other(&mut self, pooled: &[usize], id: String) -> Step {
+        let mut waits = [0u64; WaitCategory::ALL.len()];
+        let (mut wall, mut cpu, mut self_ns) = (0, 0, 0);
+        let mut pids: Vec<i32> = Vec::new();
+        for &c in pooled {
+            let n = self.node(c);
+            for (w, x) in waits.iter_mut().zip(n.waits_ns.iter()) {
+                *w += x;
+            }
+            wall += n.wall_ns;
+            cpu += n.cpu_ns;
+            self_ns += n.self_wall_ns;
+            if !pids.contains(&n.pid) {
+                pids.push(n.pid);
+            }
+        }
+        let pid = if pids.len() == 1 { pids[0] } else { 0 };
+        self.refs.push(StepRef {
+            id: id.clone(),
+            nodes: Vec::new(),
+            unexplained_ns: wall,
+            wall_ns: wall,
+            synthetic: true,
+        });
+        Step {
+            id,
+            function: "other".to_string(),
+            location: None,
+            module: None,
+            process: (pids.len() == 1).then(|| super::calltree::process_name(self.p, pid)),
+            wall_time_ms: ms(wall),
+            cpu_time_ms: ms(cpu),
+            self_time_ms: ms(self_ns),
+            time_share_pct: pct(wall, self.total),
+            step_type: StepType::FunctionCall,
+            classification: self.classes.dominant(&waits, pid),
+            wait_breakdown_ms: breakdown(&waits),
+            truncated: false,
+            children: Vec::new(),
+        }
+    }
+}
+
+fn child_id(prefix: &str, k: usize) -> String {
+    if prefix.is_empty() {
+        k.to_string()
+    } else {
+        format!("{prefix}.{k}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_dominated_functions_get_a_wait_type() {
+        let mut w = [0u64; WaitCategory::ALL.len()];
+        w[WaitCategory::Sleep.index()] = 60;
+        w[WaitCategory::Cpu.index()] = 40;
+        assert_eq!(function_type(&w, 100, 100), StepType::Sleep);
+        // The wait is in a callee: the caller is a plain call.
+        assert_eq!(function_type(&w, 100, 10), StepType::FunctionCall);
+        w[WaitCategory::Sleep.index()] = 50;
+        w[WaitCategory::Cpu.index()] = 50;
+        assert_eq!(function_type(&w, 100, 100), StepType::FunctionCall);
+    }
+
+    #[test]
+    fn shares_and_ms_round() {
+        assert_eq!(ms(1_234_567), 1.235);
+        assert_eq!(pct(1, 3), 33.33);
+        assert_eq!(pct(5, 0), 0.0);
+    }
+
+    #[test]
+    fn step_type_serializes_as_schema_strings() {
+        let s = serde_json::to_string(&StepType::ChildProcess).unwrap_or_default();
+        assert_eq!(s, "\"child_process\"");
+    }
+}

@@ -1,0 +1,91 @@
+//! Collapsed ("folded") stacks, the input format of flamegraph tools:
+//! `proc (pid);thread (tid);frame;...;frame VALUE`, one line per distinct stack, sorted.
+//!
+//! - VALUE is in **microseconds** of weight (on-CPU sampling periods plus, unless
+//!   `on_cpu_only`, off-CPU interval durations), rounded; lines that round to 0 µs are
+//!   dropped.
+//! - Frames run root first, as recorded, start-up plumbing included. Kernel frames carry
+//!   the `_[k]` suffix that flamegraph tools understand (and hide when drawing).
+//! - An off-CPU interval ends with a synthetic frame naming where its time went, e.g.
+//!   `[off-cpu: sleep]` (see [`off_cpu_frame`]); a sample without a stack has the single
+//!   frame `[no stack]`.
+//! - `;` in a frame name is written `:`, and line breaks as spaces, so a line always
+//!   splits back into the same frames.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::analyse::calltree::{process_name, thread_name};
+use crate::analyse::classify::{WaitCategory, categorize};
+use crate::profile::{FrameKind, SampleKind, SampledProfile};
+
+/// The synthetic leaf frame of an off-CPU interval of category `c`.
+pub fn off_cpu_frame(c: WaitCategory) -> String {
+    format!("[off-cpu: {}]", c.key())
+}
+
+/// The name a frame gets in folded output.
+pub fn frame_name(function: &str, kind: FrameKind) -> String {
+    let clean: String = function
+        .chars()
+        .map(|c| match c {
+            ';' => ':',
+            '\n' | '\r' => ' ',
+            c => c,
+        })
+        .collect();
+    match kind {
+        FrameKind::Kernel => format!("{clean}_[k]"),
+        _ => clean,
+    }
+}
+
+/// The folded stacks of `p` (see the module doc for the format; values in µs).
+pub fn folded(p: &SampledProfile, on_cpu_only: bool) -> String {
+    let mut weights: BTreeMap<String, u64> = BTreeMap::new();
+    let mut stack_text: HashMap<(Option<u32>, SampleKind), String> = HashMap::new();
+    let mut prefixes: HashMap<(i32, i32), String> = HashMap::new();
+    for s in &p.samples {
+        let on_cpu = matches!(s.kind, SampleKind::OnCpu);
+        if on_cpu_only && !on_cpu {
+            continue;
+        }
+        let prefix = prefixes
+            .entry((s.pid, s.tid))
+            .or_insert_with(|| {
+                let proc_ = process_name(p, s.pid).replace(';', ":");
+                let thread = thread_name(p, s.pid, s.tid).replace(';', ":");
+                format!("{proc_};{thread}")
+            })
+            .clone();
+        let frames = stack_text.entry((s.stack, s.kind)).or_insert_with(|| {
+            let stack = s.stack.map(|l| p.stack_frames(l)).unwrap_or_default();
+            let mut text = if stack.is_empty() {
+                "[no stack]".to_string()
+            } else {
+                let names: Vec<String> = stack
+                    .iter()
+                    .map(|f| frame_name(&f.function, f.kind))
+                    .collect();
+                names.join(";")
+            };
+            if !on_cpu {
+                text.push(';');
+                text.push_str(&off_cpu_frame(categorize(s.kind, &stack)));
+            }
+            text
+        });
+        let line = format!("{prefix};{frames}");
+        *weights.entry(line).or_default() += s.weight_ns;
+    }
+    let mut out = String::new();
+    for (line, ns) in weights {
+        let us = (ns + 500) / 1000;
+        if us > 0 {
+            out.push_str(&line);
+            out.push(' ');
+            out.push_str(&us.to_string());
+            out.push('\n');
+        }
+    }
+    out
+}
