@@ -1,6 +1,8 @@
 //! Baseline measurement end to end: real fixture programs whose figures are known by
 //! construction, run through the profmap binary; every output checked against the schema.
 
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 mod common;
 
 use std::time::{Duration, Instant};

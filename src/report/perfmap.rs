@@ -141,10 +141,8 @@ pub fn build(
 
     let command = shell_join(&rec.meta.command);
     let mut pids: Vec<i32> = runs.iter().map(|r| r.pid).collect();
-    if let Some(p) = &rec.profiled_run {
-        if !pids.contains(&p.pid) {
-            pids.push(p.pid);
-        }
+    if let Some(p) = rec.profiled_run.as_ref().filter(|p| !pids.contains(&p.pid)) {
+        pids.push(p.pid);
     }
     let baseline_value = baseline
         .as_ref()

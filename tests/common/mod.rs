@@ -1,6 +1,6 @@
 //! Shared helpers for integration tests: compile C fixtures, run the profmap binary,
 //! validate outputs against the JSON schema.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
