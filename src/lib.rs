@@ -48,10 +48,10 @@ pub fn run(args: Vec<String>) -> i32 {
     };
     let result = match &plan {
         Plan::Session(s) => session::run(s),
-        Plan::Report(_) => Err(Error::Usage(
-            "`profmap report` needs a deep-profile recording; it is not built into this version yet".into(),
+        Plan::Report(r) => session::report(r),
+        Plan::Doctor => Err(Error::Usage(
+            "`profmap doctor` is not built into this version yet".into(),
         )),
-        Plan::Doctor => Err(Error::Usage("`profmap doctor` is not built into this version yet".into())),
     };
     match result {
         Ok(code) => code,

@@ -67,7 +67,8 @@ pub struct SamplePlan {
 
 #[derive(Debug, Clone)]
 pub struct OutputPlan {
-    pub dir: PathBuf,
+    /// None: the default (`profile_output`, or for `report` the recording's folder).
+    pub dir: Option<PathBuf>,
     pub json_stdout: bool,
     pub quiet: bool,
     pub run_id: Option<String>,

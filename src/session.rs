@@ -14,13 +14,20 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::analyse;
 use crate::error::Error;
 use crate::measure::{self, Echo, LogSink, Outcome, RunOptions};
+use crate::plan::ReportPlan;
 use crate::plan::{Mode, OutputPlan, SessionPlan};
-use crate::profile::{ExitStatus, Recording, SessionMeta, write_recording};
+use crate::profile::{
+    ExitStatus, Recording, SampledProfile, SessionMeta, read_recording, write_recording,
+};
 use crate::report::{self, DeepView, summary::Status};
 use crate::target;
 use crate::ui;
+
+/// The output folder when none is given.
+pub const DEFAULT_OUT: &str = "profile_output";
 
 /// Files profmap owns in the output folder (only these are ever replaced).
 pub const RECORDING: &str = "profile.json.gz";
@@ -28,7 +35,8 @@ pub const RECORDING: &str = "profile.json.gz";
 /// Run a `bench`, `run` or `record` session; returns the exit code.
 pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
     target::resolve_program(&plan.target.program)?;
-    let out = prepare_out_dir(&plan.output.dir)?;
+    let default_out = PathBuf::from(DEFAULT_OUT);
+    let out = prepare_out_dir(plan.output.dir.as_ref().unwrap_or(&default_out))?;
     target::become_subreaper();
     measure::signals::install();
 
@@ -131,9 +139,54 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
     if let Ok(mut l) = log.lock() {
         let _ = l.flush();
     }
-    let written = write_outputs(&rec, None, &out, &plan.output, status, message.as_deref())?;
+    let written = write_outputs(&rec, &out, &plan.output, status, message.as_deref(), true)?;
     finish_terminal(&plan.output, &written, message.as_deref());
     Ok(code)
+}
+
+/// `profmap report`: re-analyse a recording and rewrite every output from it.
+pub fn report(plan: &ReportPlan) -> Result<i32, Error> {
+    let input = if plan.input.is_dir() {
+        plan.input.join(RECORDING)
+    } else {
+        plan.input.clone()
+    };
+    if !input.exists() {
+        return Err(Error::Usage(format!(
+            "no recording at '{}' — give a profile.json.gz or the folder of a `profmap run`/`record`",
+            input.display()
+        )));
+    }
+    let rec = read_recording(&input)?;
+    let out_dir = match &plan.output.dir {
+        Some(d) => d.clone(),
+        None => input
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from(".")),
+    };
+    let out = prepare_out_dir(&out_dir)?;
+    let same =
+        std::fs::canonicalize(&input).ok() == std::fs::canonicalize(out.join(RECORDING)).ok();
+    let status = status_of(&rec);
+    let w = write_outputs(&rec, &out, &plan.output, status, None, !same)?;
+    finish_terminal(&plan.output, &w, None);
+    Ok(0)
+}
+
+/// The status a recording stands for: failed when a run failed, else completed.
+fn status_of(rec: &Recording) -> Status {
+    let failed = rec
+        .baseline
+        .iter()
+        .flat_map(|b| b.runs.iter())
+        .chain(rec.profiled_run.iter())
+        .any(|r| !r.exit.success());
+    if failed {
+        Status::Failed
+    } else {
+        Status::Completed
+    }
 }
 
 /// What was written, for the terminal.
@@ -146,11 +199,11 @@ pub struct Written {
 /// Write the recording, baseline.json, the map (JSON + YAML), report.md and summary.json.
 pub fn write_outputs(
     rec: &Recording,
-    deep: Option<&DeepView>,
     out: &Path,
     oplan: &OutputPlan,
     status: Status,
     message: Option<&str>,
+    write_rec: bool,
 ) -> Result<Written, Error> {
     let mut artifacts = BTreeMap::new();
     let mut add = |k: &str, v: &str| {
@@ -170,7 +223,24 @@ pub fn write_outputs(
         .unwrap_or_else(|| out.join("summary.json"));
     artifacts.insert("summary".into(), summary_target.display().to_string());
 
-    write_recording(rec, &out.join(RECORDING))?;
+    if write_rec {
+        write_recording(rec, &out.join(RECORDING))?;
+    }
+    let deep = match &rec.sampled {
+        Some(p) => {
+            write_profile_views(p, out)?;
+            for (k, v) in [
+                ("flamegraph", "flamegraph.svg"),
+                ("flamegraph_cpu", "flamegraph-cpu.svg"),
+                ("stacks_folded", "stacks.folded"),
+            ] {
+                artifacts.insert(k.into(), v.into());
+            }
+            Some(DeepView::from_analysis(&analyse::analyse(p)))
+        }
+        None => None,
+    };
+    let deep = deep.as_ref();
     if let Some(b) = &rec.baseline {
         let mut v = serde_json::to_value(b).map_err(|e| Error::Tool(e.to_string()))?;
         if let Some(runs) = v.get_mut("runs").and_then(|r| r.as_array_mut()) {
@@ -221,6 +291,21 @@ pub fn write_outputs(
         map,
         report_path: out.join("report.md"),
     })
+}
+
+/// Flamegraphs (wall-clock and on-CPU) and collapsed stacks of a deep profile.
+fn write_profile_views(p: &SampledProfile, out: &Path) -> Result<(), Error> {
+    use crate::export::flamegraph::{FlameKind, svg};
+    let wall = svg(
+        p,
+        FlameKind::Wall,
+        "profmap: wall-clock time (on-CPU + off-CPU by wait class)",
+    )?;
+    report::write_text(out, "flamegraph.svg", &wall)?;
+    let cpu = svg(p, FlameKind::Cpu, "profmap: on-CPU time")?;
+    report::write_text(out, "flamegraph-cpu.svg", &cpu)?;
+    let folded = crate::export::folded::folded(p, false);
+    report::write_text(out, "stacks.folded", folded.as_bytes())
 }
 
 fn pretty(v: &serde_json::Value) -> Result<Vec<u8>, Error> {

@@ -14,8 +14,8 @@ use profmap::analyse::{Analysis, Classification, Step, StepType, analyse};
 use profmap::export::flamegraph::{FlameKind, svg};
 use profmap::export::folded::folded;
 use profmap::profile::{
-    Frame, FrameKind, ProcessInfo, Recording, SampleKind, SampledProfile, SessionMeta, StackNode,
-    ThreadInfo, ThreadSample, WaitState, read_recording,
+    ExitStatus, Frame, FrameKind, ProcessInfo, Recording, RunMeasurement, SampleKind,
+    SampledProfile, SessionMeta, StackNode, ThreadInfo, ThreadSample, WaitState, read_recording,
 };
 
 const MS: u64 = 1_000_000;
@@ -566,6 +566,37 @@ fn recording(name: &str, sampled: SampledProfile) -> Recording {
         hostname: Some("fixture-host".to_string()),
         kernel: Some("6.8.0".to_string()),
         cpus: Some(2),
+    });
+    // The profiled run's own figures, so the map has a (one-run) baseline.
+    let cpu_ms = sampled
+        .samples
+        .iter()
+        .filter(|s| s.kind == SampleKind::OnCpu)
+        .map(|s| s.weight_ns as f64 / 1e6)
+        .sum::<f64>();
+    r.profiled_run = Some(RunMeasurement {
+        index: 1,
+        warmup: false,
+        pid: sampled.processes.first().map_or(1, |p| p.pid),
+        wall_ms: sampled.wall_ms,
+        user_ms: cpu_ms,
+        sys_ms: 0.0,
+        max_rss_kb: 2048,
+        tree_rss_peak_kb: Some(2048),
+        memory_delta_kb: None,
+        read_bytes: 0,
+        write_bytes: 0,
+        rchar: 0,
+        wchar: 0,
+        voluntary_cs: 0,
+        involuntary_cs: 0,
+        minor_faults: 100,
+        major_faults: 0,
+        processes: sampled.processes.len() as u64,
+        processes_basis: "counted".to_string(),
+        threads_peak: sampled.threads.len().max(1) as u64,
+        exit: ExitStatus::Code { code: 0 },
+        timeline: Vec::new(),
     });
     r.sampled = Some(sampled);
     r

@@ -44,9 +44,10 @@ enum Cmd {
 
 #[derive(Debug, Args)]
 struct CommonOut {
-    /// Output folder (reused if it exists; only profmap's own files are replaced).
-    #[arg(long, default_value = "profile_output", value_name = "DIR")]
-    out: PathBuf,
+    /// Output folder (default ./profile_output; for `report`, the recording's folder).
+    /// Reused if it exists: only profmap's own files are replaced.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     /// Print the performance map as JSON on stdout, and nothing else there.
     #[arg(long)]
     json: bool,

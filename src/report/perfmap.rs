@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::baseline::{BaselineSummary, summarize};
+use crate::analyse::Analysis;
 use crate::profile::{Recording, RunMeasurement};
 
 /// What the analysis of a deep profile contributes to the map.
@@ -21,6 +22,26 @@ pub struct DeepView {
     pub top_bottlenecks: Value,
     pub wait_breakdown_ms: Value,
     pub warnings: Vec<String>,
+}
+
+impl DeepView {
+    /// The map's view of an analysis.
+    pub fn from_analysis(a: &Analysis) -> DeepView {
+        DeepView {
+            steps: to_value(&a.steps),
+            hotspots: to_value(&a.hotspots),
+            classification: a.classification.as_str().to_string(),
+            bottleneck_detail: a.bottleneck_detail.clone(),
+            top_bottlenecks: to_value(&a.top_bottlenecks),
+            wait_breakdown_ms: to_value(&a.wait_breakdown_ms),
+            warnings: a.warnings.clone(),
+        }
+    }
+}
+
+/// Serialize anything serde can into a JSON value (null if it cannot).
+fn to_value<T: serde::Serialize>(x: &T) -> Value {
+    serde_json::to_value(x).unwrap_or(Value::Null)
 }
 
 /// The map and the pieces other outputs reuse.
@@ -166,6 +187,7 @@ pub fn build(
             "bottleneck_classification": classification,
             "bottleneck_detail": detail,
             "top_bottlenecks": top,
+            "wait_breakdown_ms": deep.map(|d| d.wait_breakdown_ms.clone()),
         },
         "bottleneck_classification": classification,
         "bottleneck_detail": detail,

@@ -1,0 +1,119 @@
+//! `profmap report` on checked-in fixture recordings: every output is produced and valid,
+//! and anything that is not a profmap recording is refused with exit 2.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::{profmap, read_json, valid_map};
+use predicates::prelude::*;
+
+fn fixtures() -> Vec<std::path::PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/recordings");
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .expect("fixtures")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    v.sort();
+    assert!(v.len() >= 3, "fixture recordings present");
+    v
+}
+
+#[test]
+fn every_fixture_recording_reports_valid_outputs() {
+    for f in fixtures() {
+        let d = tempfile::tempdir().expect("tempdir");
+        profmap()
+            .args(["report", "-q"])
+            .arg(&f)
+            .arg("--out")
+            .arg(d.path())
+            .assert()
+            .success();
+        let map = valid_map(d.path());
+        let pr = &map["profile_result"];
+        assert!(
+            !pr["performance_map"]["steps"]
+                .as_array()
+                .expect("steps")
+                .is_empty(),
+            "{}",
+            f.display()
+        );
+        assert!(!pr["hotspots"].as_array().expect("hotspots").is_empty());
+        for name in [
+            "flamegraph.svg",
+            "flamegraph-cpu.svg",
+            "stacks.folded",
+            "report.md",
+            "summary.json",
+        ] {
+            assert!(d.path().join(name).exists(), "{name} for {}", f.display());
+        }
+        let md = std::fs::read_to_string(d.path().join("report.md")).expect("report.md");
+        assert!(md.contains("## Part B — instrumentation changelog"));
+        assert!(md.contains("| File | Change type | What | Lines |"));
+        assert_eq!(
+            read_json(&d.path().join("summary.json"))["status"],
+            "completed"
+        );
+    }
+}
+
+#[test]
+fn report_of_a_report_folder_rewrites_the_same_map() {
+    let f = &fixtures()[0];
+    let d = tempfile::tempdir().expect("tempdir");
+    profmap()
+        .args(["report", "-q"])
+        .arg(f)
+        .arg("--out")
+        .arg(d.path())
+        .assert()
+        .success();
+    let first = read_json(&d.path().join("performance_map.json"));
+    // Now from the folder itself (its profile.json.gz), written in place.
+    profmap()
+        .args(["report", "-q"])
+        .arg(d.path())
+        .assert()
+        .success();
+    let second = read_json(&d.path().join("performance_map.json"));
+    assert_eq!(
+        first["profile_result"]["performance_map"],
+        second["profile_result"]["performance_map"]
+    );
+    assert_eq!(
+        first["profile_result"]["hotspots"],
+        second["profile_result"]["hotspots"]
+    );
+}
+
+#[test]
+fn corrupt_or_foreign_files_are_refused_with_exit_2() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let foreign = d.path().join("foreign.json");
+    std::fs::write(&foreign, r#"{"traceEvents": []}"#).expect("write");
+    profmap()
+        .arg("report")
+        .arg(&foreign)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not a profmap recording"));
+    let corrupt = d.path().join("profile.json.gz");
+    std::fs::write(&corrupt, [0x1f, 0x8b, 8, 0, 1, 2, 3]).expect("write");
+    profmap()
+        .arg("report")
+        .arg(&corrupt)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot read recording"));
+    profmap()
+        .arg("report")
+        .arg(d.path().join("missing"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no recording"));
+}
