@@ -475,3 +475,29 @@ fn task_watcher_counts_processes_not_threads() {
     eprintln!("threaded program: {n:?} processes");
     assert_eq!(n, Some(1));
 }
+
+#[test]
+fn doctor_reports_every_check_and_a_method() {
+    let caps = probe_capabilities();
+    for name in [
+        "perf_event_open",
+        "kernel stacks",
+        "hardware events",
+        "user stack copies",
+        "tracepoints",
+        "kernel symbols",
+        "ptrace",
+        "python",
+        "nvidia",
+    ] {
+        let c = caps.checks.iter().find(|c| c.name == name);
+        assert!(c.is_some(), "missing check {name}");
+    }
+    for c in &caps.checks {
+        eprintln!("{:18} {:5} {} {:?}", c.name, c.ok, c.detail, c.fix);
+        assert!(c.ok || c.fix.is_some(), "{} failed without a fix", c.name);
+    }
+    eprintln!("best method: {}", caps.best_method);
+    require_perf();
+    assert!(caps.best_method.ends_with("+dwarf"), "{}", caps.best_method);
+}
