@@ -1,3 +1,113 @@
 //! Samplers: on-CPU and off-CPU stacks of every thread and child of the target, taken
 //! with perf_event_open; also the kernel-side process counter used by the baseline.
-//! (Being built: see the sampler work item.)
+//!
+//! The product of a sampling session is a [`RawProfile`]: stacks already unwound to
+//! addresses, each user address already resolved to (module file, file offset) with
+//! the memory maps that were valid *at the time of the sample*, so that symbolization
+//! (`crate::symbolize`) is a pure function of this struct and works for processes that
+//! have long exited. All platform code lives under `linux/`.
+
+pub mod linux;
+
+pub use linux::{Capabilities, Check, PerfSampler, TaskWatcher, monotonic_ns, probe_capabilities};
+
+use crate::profile::SampleKind;
+
+/// A module (a mapped file) referenced by user frames.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawModule {
+    /// Path as the kernel reported it in the MMAP2 record (e.g. `/usr/lib/x86_64-linux-gnu/libc.so.6`,
+    /// or a pseudo path such as `[vdso]`).
+    pub path: String,
+}
+
+/// One unsymbolized frame. Addresses of return frames are already "lookup" addresses
+/// (return address − 1), so they name the call instruction's line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RawFrame {
+    /// A kernel address (symbolized with kallsyms).
+    Kernel { addr: u64 },
+    /// A user address inside a file-backed mapping: index into `RawProfile::modules` and
+    /// the file offset.
+    User { module: u32, file_offset: u64 },
+    /// A user address in no file-backed mapping (JIT code, anonymous memory): resolved
+    /// through `/tmp/perf-PID.map` when present.
+    Anon { pid: i32, addr: u64 },
+}
+
+/// Interned stack node: the frame and its caller, root first (like `profile::StackNode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RawStackNode {
+    pub parent: Option<u32>,
+    /// Index into `RawProfile::frames`.
+    pub frame: u32,
+}
+
+/// One weighted sample: an on-CPU tick or an off-CPU interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RawSample {
+    pub pid: i32,
+    pub tid: i32,
+    /// Nanoseconds since `t0_ns` (samples taken before t0 are clamped to 0).
+    pub time_ns: u64,
+    /// Leaf node in `RawProfile::stacks`.
+    pub stack: Option<u32>,
+    pub weight_ns: u64,
+    pub kind: SampleKind,
+}
+
+/// One memory mapping of a process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawMapping {
+    pub start: u64,
+    pub end: u64,
+    pub pgoff: u64,
+    pub path: String,
+    pub executable: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawProcess {
+    pub pid: i32,
+    pub ppid: Option<i32>,
+    /// comm of the main thread at the end of the run.
+    pub name: String,
+    /// The first file mapped after the last exec: the executable.
+    pub exe: Option<String>,
+    /// The mappings known at the end of the run (after the last exec; inherited ones
+    /// included for forked children that never exec'd).
+    pub maps: Vec<RawMapping>,
+    /// CLOCK_MONOTONIC ns of the fork / exit records, when seen.
+    pub fork_ns: Option<u64>,
+    pub exit_ns: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawThread {
+    pub pid: i32,
+    pub tid: i32,
+    pub name: String,
+}
+
+/// Everything a sampling session produced, before symbolization.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RawProfile {
+    /// e.g. "perf_event cpu-clock + sched_switch, dwarf unwinding".
+    pub sampler: String,
+    pub frequency_hz: u32,
+    /// CLOCK_MONOTONIC ns of the run's start, as given to `finish`.
+    pub t0_ns: u64,
+    pub modules: Vec<RawModule>,
+    pub frames: Vec<RawFrame>,
+    pub stacks: Vec<RawStackNode>,
+    pub samples: Vec<RawSample>,
+    pub processes: Vec<RawProcess>,
+    pub threads: Vec<RawThread>,
+    /// Records the kernel dropped (PERF_RECORD_LOST), samples and others.
+    pub lost_records: u64,
+    /// Stacks whose user part did not reach a root frame.
+    pub unwind_failures: u64,
+    /// Stacks whose user stack copy was full (the stack was deeper than the copy).
+    pub truncated_stacks: u64,
+    pub warnings: Vec<String>,
+}

@@ -1,2 +1,295 @@
-//! Addresses to functions, files and lines: native (ELF + DWARF), kernel, JIT maps.
-//! (Being built: see the sampler work item.)
+//! Addresses to functions, files and lines: native (ELF + DWARF, via blazesym), kernel
+//! (kallsyms), JIT maps (`/tmp/perf-PID.map`). Turns a [`RawProfile`] into the
+//! [`SampledProfile`] of the recording.
+//!
+//! Invariants:
+//! - Each distinct address is symbolized once: raw frames are already unique, and user
+//!   frames are batched per module by file offset (which survives the process's exit).
+//! - A frame with inlined calls becomes several frames, outermost first, the inner ones
+//!   `inlined: true`, each with its own file:line.
+//! - An address that cannot be named becomes `module+0xoffset` (file offset for user
+//!   code, address for kernel and anonymous code) — never a guessed neighbour.
+//! - Stacks are re-interned as a prefix tree, root first, over the symbolized frames.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use blazesym::MaybeDefault;
+use blazesym::symbolize::source::{Elf, Kernel, Source};
+use blazesym::symbolize::{Input, Sym, Symbolized, Symbolizer};
+
+use crate::profile::{
+    Frame, FrameKind, ProcessInfo, SampleKind, SampleQuality, SampledProfile, StackNode,
+    ThreadInfo, ThreadSample,
+};
+use crate::sample::{RawFrame, RawProfile};
+
+/// Symbolize a raw profile. Never fails: what cannot be named is kept as an address.
+pub fn symbolize(raw: &RawProfile) -> SampledProfile {
+    let symbolizer = Symbolizer::builder()
+        .enable_code_info(true)
+        .enable_inlined_fns(true)
+        .enable_demangling(true)
+        .build();
+    let mut unnamed = 0u64;
+    let expanded = expand_frames(raw, &symbolizer, &mut unnamed);
+
+    let mut frames: Vec<Frame> = Vec::new();
+    let mut frame_ids: HashMap<Frame, u32> = HashMap::new();
+    let mut stacks: Vec<StackNode> = Vec::new();
+    let mut stack_ids: HashMap<(Option<u32>, u32), u32> = HashMap::new();
+    // Raw stack node → profile leaf node. Parents precede children in `raw.stacks`.
+    let mut node_map: Vec<Option<u32>> = Vec::with_capacity(raw.stacks.len());
+    for node in &raw.stacks {
+        let mut cur = node
+            .parent
+            .and_then(|p| node_map.get(p as usize).copied().flatten());
+        for f in &expanded[node.frame as usize] {
+            let fid = *frame_ids.entry(f.clone()).or_insert_with(|| {
+                frames.push(f.clone());
+                (frames.len() - 1) as u32
+            });
+            let key = (cur, fid);
+            let id = *stack_ids.entry(key).or_insert_with(|| {
+                stacks.push(StackNode {
+                    parent: cur,
+                    frame: fid,
+                });
+                (stacks.len() - 1) as u32
+            });
+            cur = Some(id);
+        }
+        node_map.push(cur);
+    }
+
+    let samples: Vec<ThreadSample> = raw
+        .samples
+        .iter()
+        .map(|s| ThreadSample {
+            pid: s.pid,
+            tid: s.tid,
+            time_ns: s.time_ns,
+            stack: s
+                .stack
+                .and_then(|i| node_map.get(i as usize).copied().flatten()),
+            weight_ns: s.weight_ns,
+            kind: s.kind,
+        })
+        .collect();
+
+    let on_cpu = samples
+        .iter()
+        .filter(|s| s.kind == SampleKind::OnCpu)
+        .count() as u64;
+    let quality = SampleQuality {
+        samples: on_cpu,
+        off_cpu_intervals: samples.len() as u64 - on_cpu,
+        lost_samples: raw.lost_records,
+        unwind_failures: raw.unwind_failures,
+        truncated_stacks: raw.truncated_stacks,
+        unnamed_addresses: unnamed,
+        warnings: raw.warnings.clone(),
+    };
+    SampledProfile {
+        sampler: raw.sampler.clone(),
+        frequency_hz: f64::from(raw.frequency_hz),
+        wall_ms: 0.0,
+        processes: raw
+            .processes
+            .iter()
+            .map(|p| ProcessInfo {
+                pid: p.pid,
+                ppid: p.ppid,
+                name: p.name.clone(),
+                exe: p.exe.clone(),
+            })
+            .collect(),
+        threads: raw
+            .threads
+            .iter()
+            .map(|t| ThreadInfo {
+                pid: t.pid,
+                tid: t.tid,
+                name: t.name.clone(),
+            })
+            .collect(),
+        frames,
+        stacks,
+        samples,
+        quality,
+    }
+}
+
+fn basename(path: &str) -> String {
+    Path::new(path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.to_string())
+}
+
+/// Each raw frame's symbolized frames, outermost first.
+fn expand_frames(raw: &RawProfile, symbolizer: &Symbolizer, unnamed: &mut u64) -> Vec<Vec<Frame>> {
+    let mut out: Vec<Vec<Frame>> = vec![Vec::new(); raw.frames.len()];
+    let mut by_module: HashMap<u32, Vec<(usize, u64)>> = HashMap::new();
+    let mut kernel: Vec<(usize, u64)> = Vec::new();
+    let mut anon: HashMap<i32, Vec<(usize, u64)>> = HashMap::new();
+    for (i, f) in raw.frames.iter().enumerate() {
+        match *f {
+            RawFrame::User {
+                module,
+                file_offset,
+            } => by_module.entry(module).or_default().push((i, file_offset)),
+            RawFrame::Kernel { addr } => kernel.push((i, addr)),
+            RawFrame::Anon { pid, addr } => anon.entry(pid).or_default().push((i, addr)),
+        }
+    }
+
+    for (module, items) in by_module {
+        let path = raw
+            .modules
+            .get(module as usize)
+            .map(|m| m.path.clone())
+            .unwrap_or_default();
+        let modname = basename(&path);
+        let offsets: Vec<u64> = items.iter().map(|(_, o)| *o).collect();
+        let results = if path.starts_with('/') {
+            let src = Source::Elf(Elf::new(&path));
+            symbolizer
+                .symbolize(&src, Input::FileOffset(&offsets))
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        for (k, (i, off)) in items.iter().enumerate() {
+            let frames = match results.get(k) {
+                Some(Symbolized::Sym(sym)) => sym_frames(sym, &modname, FrameKind::User),
+                _ => {
+                    *unnamed += 1;
+                    vec![unnamed_frame(&modname, *off, FrameKind::User)]
+                }
+            };
+            out[*i] = frames;
+        }
+    }
+
+    if !kernel.is_empty() {
+        let src = Source::Kernel(Kernel {
+            kallsyms: MaybeDefault::Default,
+            vmlinux: MaybeDefault::None,
+            kaslr_offset: None,
+            debug_syms: false,
+            ..Default::default()
+        });
+        let addrs: Vec<u64> = kernel.iter().map(|(_, a)| *a).collect();
+        let results = symbolizer
+            .symbolize(&src, Input::AbsAddr(&addrs))
+            .unwrap_or_default();
+        for (k, (i, addr)) in kernel.iter().enumerate() {
+            out[*i] = match results.get(k) {
+                Some(Symbolized::Sym(sym)) => sym_frames(sym, "[kernel]", FrameKind::Kernel),
+                _ => {
+                    *unnamed += 1;
+                    vec![unnamed_frame("[kernel]", *addr, FrameKind::Kernel)]
+                }
+            };
+        }
+    }
+
+    for (pid, items) in anon {
+        let map = read_perf_map(pid);
+        for (i, addr) in items {
+            out[i] = match map.as_ref().and_then(|m| lookup_perf_map(m, addr)) {
+                Some(name) => vec![Frame {
+                    function: name.to_string(),
+                    module: Some(format!("perf-{pid}.map")),
+                    file: None,
+                    line: None,
+                    kind: FrameKind::User,
+                    inlined: false,
+                }],
+                None => {
+                    *unnamed += 1;
+                    vec![unnamed_frame("[unknown]", addr, FrameKind::User)]
+                }
+            };
+        }
+    }
+    out
+}
+
+fn unnamed_frame(module: &str, off: u64, kind: FrameKind) -> Frame {
+    Frame {
+        function: format!("{module}+0x{off:x}"),
+        module: Some(module.to_string()),
+        file: None,
+        line: None,
+        kind,
+        inlined: false,
+    }
+}
+
+fn sym_frames(sym: &Sym<'_>, module: &str, kind: FrameKind) -> Vec<Frame> {
+    let loc = |ci: Option<&blazesym::symbolize::CodeInfo<'_>>| {
+        ci.map(|c| (c.to_path().display().to_string(), c.line))
+    };
+    let (file, line) = loc(sym.code_info.as_deref()).map_or((None, None), |(f, l)| (Some(f), l));
+    let mut out = vec![Frame {
+        function: sym.name.to_string(),
+        module: Some(module.to_string()),
+        file,
+        line,
+        kind,
+        inlined: false,
+    }];
+    for inl in sym.inlined.iter() {
+        let (file, line) = loc(inl.code_info.as_ref()).map_or((None, None), |(f, l)| (Some(f), l));
+        out.push(Frame {
+            function: inl.name.to_string(),
+            module: Some(module.to_string()),
+            file,
+            line,
+            kind,
+            inlined: true,
+        });
+    }
+    out
+}
+
+/// `/tmp/perf-PID.map`: lines of `START SIZE name` (hex START and SIZE), sorted by start.
+fn read_perf_map(pid: i32) -> Option<Vec<(u64, u64, String)>> {
+    let text = std::fs::read_to_string(format!("/tmp/perf-{pid}.map")).ok()?;
+    let mut v: Vec<(u64, u64, String)> = text
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.splitn(3, ' ');
+            let start = u64::from_str_radix(it.next()?.trim_start_matches("0x"), 16).ok()?;
+            let size = u64::from_str_radix(it.next()?.trim_start_matches("0x"), 16).ok()?;
+            Some((start, size, it.next()?.trim().to_string()))
+        })
+        .collect();
+    v.sort_by_key(|e| e.0);
+    Some(v)
+}
+
+fn lookup_perf_map(map: &[(u64, u64, String)], addr: u64) -> Option<&str> {
+    let i = map.partition_point(|e| e.0 <= addr);
+    let (start, size, name) = map.get(i.checked_sub(1)?)?;
+    (addr < start + size).then_some(name.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn perf_map_lookup_is_exact() {
+        let m = vec![
+            (0x1000, 0x10, "a".to_string()),
+            (0x2000, 0x20, "b".to_string()),
+        ];
+        assert_eq!(lookup_perf_map(&m, 0x1008), Some("a"));
+        assert_eq!(lookup_perf_map(&m, 0x1010), None);
+        assert_eq!(lookup_perf_map(&m, 0x201f), Some("b"));
+        assert_eq!(lookup_perf_map(&m, 0xfff), None);
+    }
+}

@@ -1,0 +1,23 @@
+//! Linux sampling through `perf_event_open`: the sampler, the process counter, and the
+//! capability probe behind `profmap doctor`.
+//!
+//! - `sys`: attributes, opening events, ring buffers.
+//! - `tracefs`: tracepoint ids and formats (mounting tracefs when root and missing).
+//! - `sampler`: `PerfSampler` (events per CPU, drain thread, time sort).
+//! - `process`: the record state machine — maps, unwinding, off-CPU synthesis.
+//! - `unwind`: DWARF CFI unwinding with framehop.
+//! - `watcher`: `TaskWatcher`, counting processes without samples.
+//! - `doctor`: `probe_capabilities`.
+
+mod doctor;
+mod process;
+mod sampler;
+mod sys;
+mod tracefs;
+mod unwind;
+mod watcher;
+
+pub use doctor::{Capabilities, Check, probe_capabilities};
+pub use sampler::PerfSampler;
+pub use sys::monotonic_ns;
+pub use watcher::TaskWatcher;

@@ -1,0 +1,622 @@
+//! Turning the time-sorted record stream into a [`RawProfile`]: process and thread
+//! bookkeeping, memory maps, unwinding, and off-CPU interval synthesis.
+//!
+//! # Process state
+//!
+//! Records arrive sorted by time across all per-CPU rings. A process's maps start empty
+//! at exec (COMM record with the exec flag) and grow with MMAP2 records; a FORK record
+//! with `pid != ppid` creates a process whose maps and unwinder are copies of its
+//! parent's (the kernel sends no MMAP records for inherited mappings). A FORK with
+//! `pid == ppid` is a new thread. Each user frame is resolved to (module, file offset)
+//! against the maps valid at the sample's time, so later unmaps or exits cannot change
+//! what a frame means.
+//!
+//! # Off-CPU synthesis
+//!
+//! Three record kinds meet per thread id:
+//! 1. a *switch sample* (the `sched:sched_switch` tracepoint, or the `context-switches`
+//!    software event with period 1) taken in the kernel as the thread leaves the CPU,
+//!    with the kernel callchain (`schedule` ← `do_nanosleep` ← … ← syscall entry) and
+//!    the user registers and stack at syscall entry; the tracepoint's raw data gives
+//!    `prev_state` (S, D, or runnable);
+//! 2. a `PERF_RECORD_SWITCH` *out* record just after it, with the preempt flag;
+//! 3. a `PERF_RECORD_SWITCH` *in* record when the thread runs again (maybe on another CPU,
+//!    hence the global time sort).
+//!
+//! The switch sample is parked per tid; the *out* record picks it up (with its time as
+//! the interval start) and the *in* record closes the interval, emitting one off-CPU
+//! sample whose weight is the interval's duration and whose stack is the switch-out
+//! stack. The state is Preempted when the kernel says the task was still runnable,
+//! else S or D from `prev_state` (Sleeping when only the software event is available,
+//! which cannot tell S from D). An interval still open at the end belongs to a thread
+//! that exited (dropped: a dead task's last switch is not a wait) or one still blocked
+//! (closed at the end time).
+
+use std::collections::HashMap;
+
+use framehop::x86_64::CacheX86_64;
+use linux_perf_event_reader::{
+    CommonData, EventRecord, RawData, RawEventRecord, RecordParseInfo, RecordType, TaskWasPreempted,
+};
+use perf_event_open_sys::bindings as b;
+
+use super::sys::{OwnedRecord, REG_BP, REG_IP, REG_SP};
+use super::unwind::{self, ElfCache, ProcUnwinder};
+use crate::profile::{SampleKind, WaitState};
+use crate::sample::{
+    RawFrame, RawMapping, RawModule, RawProcess, RawProfile, RawSample, RawStackNode, RawThread,
+};
+
+/// What an event id stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventRole {
+    /// The on-CPU sampling event (also carries mmap/comm/task/switch records).
+    OnCpu,
+    /// The switch-out stack event; `prev_state` at this raw offset/size when known.
+    SwitchOut { prev_state: Option<(usize, usize)> },
+}
+
+#[derive(Debug, Clone)]
+struct Mapping {
+    map: RawMapping,
+    module: Option<u32>,
+}
+
+#[derive(Clone)]
+struct Proc {
+    ppid: Option<i32>,
+    name: String,
+    exe: Option<String>,
+    awaiting_exe: bool,
+    maps: Vec<Mapping>,
+    unwinder: ProcUnwinder,
+    fork_ns: Option<u64>,
+    exit_ns: Option<u64>,
+}
+
+impl Proc {
+    fn new(ppid: Option<i32>) -> Proc {
+        Proc {
+            ppid,
+            name: String::new(),
+            exe: None,
+            awaiting_exe: false,
+            maps: Vec::new(),
+            unwinder: ProcUnwinder::new(),
+            fork_ns: None,
+            exit_ns: None,
+        }
+    }
+
+    fn find(&self, addr: u64) -> Option<&Mapping> {
+        let i = self.maps.partition_point(|m| m.map.start <= addr);
+        let m = self.maps.get(i.checked_sub(1)?)?;
+        (addr < m.map.end).then_some(m)
+    }
+}
+
+#[derive(Debug)]
+struct ThreadState {
+    pid: i32,
+    name: String,
+    exited: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Parked {
+    time: u64,
+    stack: Option<u32>,
+    prev_state: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct OpenInterval {
+    pid: i32,
+    start: u64,
+    stack: Option<u32>,
+    state: WaitState,
+}
+
+/// The state machine fed by the drain thread.
+pub(crate) struct Processor {
+    stack_bytes: u32,
+    /// On-CPU weight: Some(ns) for a fixed nominal period, None to use the sample period.
+    nominal_period_ns: Option<u64>,
+    root_ppid: i32,
+    elf: ElfCache,
+    cache: CacheX86_64,
+    procs: HashMap<i32, Proc>,
+    threads: HashMap<i32, ThreadState>,
+    modules: Vec<RawModule>,
+    module_ids: HashMap<String, u32>,
+    frames: Vec<RawFrame>,
+    frame_ids: HashMap<RawFrame, u32>,
+    stacks: Vec<RawStackNode>,
+    stack_ids: HashMap<(Option<u32>, u32), u32>,
+    samples: Vec<RawSample>,
+    parked: HashMap<i32, Parked>,
+    open: HashMap<i32, OpenInterval>,
+    lost: u64,
+    unwind_failures: u64,
+    truncated: u64,
+    parse_errors: u64,
+    has_prev_state: bool,
+}
+
+impl std::fmt::Debug for Processor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Processor")
+            .field("processes", &self.procs.len())
+            .field("samples", &self.samples.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Processor {
+    pub(crate) fn new(stack_bytes: u32, nominal_period_ns: Option<u64>, root_ppid: i32) -> Self {
+        Processor {
+            stack_bytes,
+            nominal_period_ns,
+            root_ppid,
+            elf: ElfCache::default(),
+            cache: CacheX86_64::new(),
+            procs: HashMap::new(),
+            threads: HashMap::new(),
+            modules: Vec::new(),
+            module_ids: HashMap::new(),
+            frames: Vec::new(),
+            frame_ids: HashMap::new(),
+            stacks: Vec::new(),
+            stack_ids: HashMap::new(),
+            samples: Vec::new(),
+            parked: HashMap::new(),
+            open: HashMap::new(),
+            lost: 0,
+            unwind_failures: 0,
+            truncated: 0,
+            parse_errors: 0,
+            has_prev_state: false,
+        }
+    }
+
+    /// Handle one record (records must come in time order).
+    pub(crate) fn handle(&mut self, rec: &OwnedRecord, role: EventRole, info: &RecordParseInfo) {
+        let raw = RawEventRecord::new(
+            RecordType(rec.record_type),
+            rec.misc,
+            RawData::Single(&rec.body),
+            *info,
+        );
+        let common = raw.common_data().unwrap_or_default();
+        let Ok(parsed) = raw.parse() else {
+            self.parse_errors += 1;
+            return;
+        };
+        match parsed {
+            EventRecord::Sample(s) => self.on_sample(&s, role),
+            EventRecord::Comm(c) => {
+                let name = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
+                if c.is_execve {
+                    let root_ppid = self.root_ppid;
+                    let p = self
+                        .procs
+                        .entry(c.pid)
+                        .or_insert_with(|| Proc::new(Some(root_ppid)));
+                    p.maps.clear();
+                    p.unwinder = ProcUnwinder::new();
+                    p.awaiting_exe = true;
+                    p.exe = None;
+                }
+                let p = self.procs.entry(c.pid).or_insert_with(|| Proc::new(None));
+                if c.tid == c.pid || c.is_execve {
+                    p.name = name.clone();
+                }
+                let t = self.threads.entry(c.tid).or_insert_with(|| ThreadState {
+                    pid: c.pid,
+                    name: String::new(),
+                    exited: false,
+                });
+                t.pid = c.pid;
+                t.name = name;
+            }
+            EventRecord::Mmap(m) if m.is_executable => {
+                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+                self.on_mmap(m.pid, m.address, m.length, m.page_offset, path, true);
+            }
+            EventRecord::Mmap2(m) => {
+                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+                let exec = m.protection & libc::PROT_EXEC as u32 != 0;
+                self.on_mmap(m.pid, m.address, m.length, m.page_offset, path, exec);
+            }
+            EventRecord::Fork(f) => {
+                if f.pid != f.ppid {
+                    let mut child = self
+                        .procs
+                        .get(&f.ppid)
+                        .cloned()
+                        .unwrap_or_else(|| Proc::new(None));
+                    child.ppid = Some(f.ppid);
+                    child.fork_ns = Some(f.timestamp).filter(|&t| t != 0).or(common.timestamp);
+                    child.exit_ns = None;
+                    child.awaiting_exe = false;
+                    self.procs.insert(f.pid, child);
+                }
+                let name = self
+                    .threads
+                    .get(&f.ptid)
+                    .map(|t| t.name.clone())
+                    .unwrap_or_default();
+                self.threads.insert(
+                    f.tid,
+                    ThreadState {
+                        pid: f.pid,
+                        name,
+                        exited: false,
+                    },
+                );
+            }
+            EventRecord::Exit(e) => {
+                if let Some(t) = self.threads.get_mut(&e.tid) {
+                    t.exited = true;
+                }
+                if e.tid == e.pid
+                    && let Some(p) = self.procs.get_mut(&e.pid)
+                {
+                    p.exit_ns = Some(e.timestamp).filter(|&t| t != 0).or(common.timestamp);
+                }
+                self.parked.remove(&e.tid);
+            }
+            EventRecord::Lost(l) => self.lost += l.count,
+            EventRecord::ContextSwitch(cs) => self.on_switch(cs, &common),
+            _ => {}
+        }
+    }
+
+    fn on_mmap(&mut self, pid: i32, start: u64, len: u64, pgoff: u64, path: String, exec: bool) {
+        let end = start.saturating_add(len);
+        let is_file = path.starts_with('/');
+        let module = if exec {
+            Some(self.module_id(&path))
+        } else {
+            None
+        };
+        let elf = if exec && is_file {
+            self.elf.get(&path)
+        } else {
+            None
+        };
+        let p = self.procs.entry(pid).or_insert_with(|| Proc::new(None));
+        if p.awaiting_exe && is_file {
+            p.exe = Some(path.clone());
+            p.awaiting_exe = false;
+        }
+        // A new mapping replaces whatever it overlaps.
+        let mut removed = Vec::new();
+        p.maps.retain(|m| {
+            let overlap = m.map.start < end && start < m.map.end;
+            if overlap && m.map.executable {
+                removed.push(m.map.start);
+            }
+            !overlap
+        });
+        for s in removed {
+            unwind::remove_module(&mut p.unwinder, s);
+        }
+        if let Some(elf) = elf {
+            unwind::add_module(
+                &mut p.unwinder,
+                unwind::make_module(&path, &elf, start, end, pgoff),
+            );
+        }
+        let i = p.maps.partition_point(|m| m.map.start < start);
+        p.maps.insert(
+            i,
+            Mapping {
+                map: RawMapping {
+                    start,
+                    end,
+                    pgoff,
+                    path,
+                    executable: exec,
+                },
+                module,
+            },
+        );
+    }
+
+    fn module_id(&mut self, path: &str) -> u32 {
+        if let Some(&id) = self.module_ids.get(path) {
+            return id;
+        }
+        let id = self.modules.len() as u32;
+        self.modules.push(RawModule {
+            path: path.to_string(),
+        });
+        self.module_ids.insert(path.to_string(), id);
+        id
+    }
+
+    fn frame_id(&mut self, f: RawFrame) -> u32 {
+        if let Some(&id) = self.frame_ids.get(&f) {
+            return id;
+        }
+        let id = self.frames.len() as u32;
+        self.frames.push(f);
+        self.frame_ids.insert(f, id);
+        id
+    }
+
+    fn stack_id(&mut self, parent: Option<u32>, frame: u32) -> u32 {
+        if let Some(&id) = self.stack_ids.get(&(parent, frame)) {
+            return id;
+        }
+        let id = self.stacks.len() as u32;
+        self.stacks.push(RawStackNode { parent, frame });
+        self.stack_ids.insert((parent, frame), id);
+        id
+    }
+
+    /// Unwind a sample and intern its stack; returns the leaf node.
+    fn stack_of(&mut self, s: &linux_perf_event_reader::SampleRecord) -> Option<u32> {
+        let pid = s.pid.unwrap_or(0);
+        // Split the callchain: kernel part and the kernel's frame-pointer user part.
+        let mut kernel = Vec::new();
+        let mut fp_user = Vec::new();
+        let mut ctx = 0u64;
+        if let Some(cc) = &s.callchain {
+            for i in 0..cc.len() {
+                let Some(a) = cc.get(i) else { break };
+                if a >= b::PERF_CONTEXT_MAX {
+                    ctx = a;
+                    continue;
+                }
+                if ctx == b::PERF_CONTEXT_KERNEL {
+                    kernel.push(a);
+                } else if ctx == b::PERF_CONTEXT_USER {
+                    fp_user.push(a);
+                }
+            }
+        }
+        let regs = s
+            .user_regs
+            .as_ref()
+            .and_then(|r| Some((r.get(REG_IP)?, r.get(REG_SP)?, r.get(REG_BP).unwrap_or(0))));
+        let (stack_bytes, dyn_size) = match &s.user_stack {
+            Some((data, dyn_size)) => (data.as_slice().into_owned(), *dyn_size as usize),
+            None => (Vec::new(), 0),
+        };
+        let stack = &stack_bytes[..dyn_size.min(stack_bytes.len())];
+        let stack_full = dyn_size as u64 + 8 >= u64::from(self.stack_bytes);
+
+        let mut user = unwind::UserStack::default();
+        if regs.is_some() || !fp_user.is_empty() {
+            let proc_ = self.procs.entry(pid).or_insert_with(|| Proc::new(None));
+            user = unwind::unwind_user(
+                &proc_.unwinder,
+                &mut self.cache,
+                regs,
+                stack,
+                stack_full,
+                &fp_user,
+            );
+            if !user.reached_root {
+                self.unwind_failures += 1;
+                if user.truncated {
+                    self.truncated += 1;
+                }
+            }
+        }
+        // Build the stack root first: outermost user frame … leaf user, then kernel
+        // frames from the syscall entry down to the leaf.
+        let mut raw_frames: Vec<RawFrame> = Vec::with_capacity(user.frames.len() + kernel.len());
+        for &a in user.frames.iter().rev() {
+            raw_frames.push(self.resolve_user(pid, a));
+        }
+        for (i, &a) in kernel.iter().enumerate().rev() {
+            let addr = if i == 0 { a } else { a.saturating_sub(1) };
+            raw_frames.push(RawFrame::Kernel { addr });
+        }
+        let mut node = None;
+        for f in raw_frames {
+            let fid = self.frame_id(f);
+            node = Some(self.stack_id(node, fid));
+        }
+        node
+    }
+
+    fn resolve_user(&mut self, pid: i32, addr: u64) -> RawFrame {
+        if let Some(p) = self.procs.get(&pid)
+            && let Some(m) = p.find(addr)
+            && let Some(module) = m.module
+        {
+            return RawFrame::User {
+                module,
+                file_offset: addr - m.map.start + m.map.pgoff,
+            };
+        }
+        RawFrame::Anon { pid, addr }
+    }
+
+    fn on_sample(&mut self, s: &linux_perf_event_reader::SampleRecord, role: EventRole) {
+        let (Some(pid), Some(tid), Some(time)) = (s.pid, s.tid, s.timestamp) else {
+            self.parse_errors += 1;
+            return;
+        };
+        let stack = self.stack_of(s);
+        match role {
+            EventRole::OnCpu => {
+                let weight = self.nominal_period_ns.or(s.period).unwrap_or(1_000_000);
+                self.samples.push(RawSample {
+                    pid,
+                    tid,
+                    time_ns: time,
+                    stack,
+                    weight_ns: weight,
+                    kind: SampleKind::OnCpu,
+                });
+            }
+            EventRole::SwitchOut { prev_state } => {
+                let prev_state = prev_state.and_then(|(off, size)| {
+                    let raw = s.raw.as_ref()?.as_slice();
+                    let b = raw.get(off..off + size)?;
+                    Some(match size {
+                        8 => i64::from_le_bytes(b.try_into().ok()?),
+                        4 => i64::from(i32::from_le_bytes(b.try_into().ok()?)),
+                        _ => return None,
+                    })
+                });
+                if prev_state.is_some() {
+                    self.has_prev_state = true;
+                }
+                self.parked.insert(
+                    tid,
+                    Parked {
+                        time,
+                        stack,
+                        prev_state,
+                    },
+                );
+            }
+        }
+    }
+
+    fn on_switch(&mut self, cs: linux_perf_event_reader::ContextSwitchRecord, common: &CommonData) {
+        let (Some(pid), Some(tid), Some(time)) = (common.pid, common.tid, common.timestamp) else {
+            return;
+        };
+        match cs {
+            linux_perf_event_reader::ContextSwitchRecord::Out { preempted, .. } => {
+                // The parked switch sample belongs to this switch when it is recent.
+                let parked = self
+                    .parked
+                    .remove(&tid)
+                    .filter(|p| time.saturating_sub(p.time) < 50_000_000 && p.time <= time + 1);
+                let state = if preempted == TaskWasPreempted::Yes {
+                    WaitState::Preempted
+                } else {
+                    match parked.and_then(|p| p.prev_state) {
+                        Some(s) if s & 0x100 != 0 => WaitState::Preempted,
+                        Some(0) => WaitState::Preempted,
+                        Some(s) if s & 1 != 0 => WaitState::Sleeping,
+                        Some(s) if s & 2 != 0 => WaitState::Uninterruptible,
+                        Some(_) => WaitState::Other,
+                        None => WaitState::Sleeping,
+                    }
+                };
+                self.open.insert(
+                    tid,
+                    OpenInterval {
+                        pid,
+                        start: parked.map_or(time, |p| p.time.min(time)),
+                        stack: parked.and_then(|p| p.stack),
+                        state,
+                    },
+                );
+            }
+            linux_perf_event_reader::ContextSwitchRecord::In { .. } => {
+                if let Some(iv) = self.open.remove(&tid) {
+                    self.emit_interval(tid, iv, time);
+                }
+            }
+        }
+    }
+
+    fn emit_interval(&mut self, tid: i32, iv: OpenInterval, end: u64) {
+        let weight = end.saturating_sub(iv.start);
+        if weight == 0 {
+            return;
+        }
+        self.samples.push(RawSample {
+            pid: iv.pid,
+            tid,
+            time_ns: iv.start,
+            stack: iv.stack,
+            weight_ns: weight,
+            kind: SampleKind::OffCpu { state: iv.state },
+        });
+    }
+
+    /// Close what is still open and produce the profile. Times become relative to t0.
+    pub(crate) fn finish(
+        mut self,
+        t0_ns: u64,
+        end_ns: u64,
+        sampler: String,
+        freq: u32,
+    ) -> RawProfile {
+        let open: Vec<(i32, OpenInterval)> = self.open.drain().collect();
+        for (tid, iv) in open {
+            let exited = self.threads.get(&tid).is_none_or(|t| t.exited);
+            if !exited && end_ns > iv.start {
+                self.emit_interval(tid, iv, end_ns);
+            }
+        }
+        let mut samples = std::mem::take(&mut self.samples);
+        samples.sort_by_key(|s| s.time_ns);
+        for s in &mut samples {
+            s.time_ns = s.time_ns.saturating_sub(t0_ns);
+        }
+        let mut warnings = Vec::new();
+        if self.parse_errors > 0 {
+            warnings.push(format!(
+                "{} perf records could not be parsed",
+                self.parse_errors
+            ));
+        }
+        if !self.has_prev_state
+            && samples
+                .iter()
+                .any(|s| matches!(s.kind, SampleKind::OffCpu { .. }))
+        {
+            warnings.push(
+                "off-CPU state from context-switch records only: sleeping (S) and \
+                 uninterruptible (D) waits are not told apart"
+                    .to_string(),
+            );
+        }
+        let mut processes: Vec<RawProcess> = self
+            .procs
+            .iter()
+            .map(|(&pid, p)| RawProcess {
+                pid,
+                ppid: p.ppid,
+                name: self
+                    .threads
+                    .get(&pid)
+                    .map(|t| t.name.clone())
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or_else(|| p.name.clone()),
+                exe: p.exe.clone(),
+                maps: p.maps.iter().map(|m| m.map.clone()).collect(),
+                fork_ns: p.fork_ns,
+                exit_ns: p.exit_ns,
+            })
+            .collect();
+        processes.sort_by_key(|p| p.pid);
+        let mut threads: Vec<RawThread> = self
+            .threads
+            .iter()
+            .map(|(&tid, t)| RawThread {
+                pid: t.pid,
+                tid,
+                name: t.name.clone(),
+            })
+            .collect();
+        threads.sort_by_key(|t| (t.pid, t.tid));
+        RawProfile {
+            sampler,
+            frequency_hz: freq,
+            t0_ns,
+            modules: self.modules,
+            frames: self.frames,
+            stacks: self.stacks,
+            samples,
+            processes,
+            threads,
+            lost_records: self.lost,
+            unwind_failures: self.unwind_failures,
+            truncated_stacks: self.truncated,
+            warnings,
+        }
+    }
+}

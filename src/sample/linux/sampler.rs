@@ -1,0 +1,499 @@
+//! `PerfSampler`: opens the on-CPU and switch-out events on a suspended child, drains
+//! their rings in a background thread, and hands back a [`RawProfile`].
+//!
+//! # Events (one set per online CPU, `pid = child, cpu = N, inherit = 1`)
+//!
+//! `inherit` makes the kernel follow every thread and forked child; with `cpu = -1` the
+//! ring cannot be mmap'd, hence one event per CPU. All are opened `disabled` with
+//! `enable_on_exec`, so counting starts exactly at the target's exec.
+//!
+//! - *on-CPU*: `cycles` when the PMU exists, else `cpu-clock`, in frequency mode, with
+//!   the kernel callchain (its user part is the frame-pointer fallback), user registers
+//!   and a copy of `stack_bytes` of user stack. It also carries the side-band records:
+//!   mmap/mmap2, comm (with exec), task (fork/exit) and context-switch records.
+//! - *switch-out*: the `sched:sched_switch` tracepoint (raw data gives `prev_state`), or
+//!   when tracefs or raw tracepoint access is missing the `context-switches` software
+//!   event; `sample_period = 1`, same stack fields. Its records go into the on-CPU
+//!   event's ring (`PERF_EVENT_IOC_SET_OUTPUT`) or, if the kernel refuses, its own ring.
+//!
+//! # Draining
+//!
+//! A thread polls the rings every ≤10 ms and copies records out. Records of different
+//! CPUs interleave in time, and an MMAP2 on CPU 0 must be applied before a sample on
+//! CPU 1 that falls inside it, so records are buffered and time-sorted, and only those
+//! older than the round's start minus a slack (20 ms) are processed; the rest wait for
+//! the next round. Unwinding happens in this thread, so only addresses, not stack copies,
+//! are kept in memory. Rings are sized for rate × record size × 50 ms.
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+use linux_perf_event_reader::{RawData, RawEventRecord, RecordParseInfo, RecordType};
+use perf_event_open_sys::bindings as b;
+
+use super::process::{EventRole, Processor};
+use super::sys::{self, OwnedRecord, Ring};
+use super::tracefs;
+use crate::error::Error;
+use crate::plan::SamplePlan;
+use crate::sample::RawProfile;
+
+/// How long records wait in the sort buffer before being processed.
+const SORT_SLACK_NS: u64 = 20_000_000;
+const POLL_MS: i32 = 10;
+
+/// A running perf_event sampler attached to a process tree.
+#[derive(Debug)]
+pub struct PerfSampler {
+    stop: Option<mpsc::Sender<u64>>,
+    thread: Option<JoinHandle<RawProfile>>,
+    /// Human description, e.g. "perf_event cpu-clock + sched_switch, dwarf unwinding".
+    pub description: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OnCpuEvent {
+    Cycles,
+    CpuClock,
+}
+
+#[derive(Debug, Clone)]
+enum SwitchSource {
+    Tracepoint {
+        id: u64,
+        prev_state: Option<(usize, usize)>,
+    },
+    SoftwareEvent,
+}
+
+fn stack_fields(attr: &mut b::perf_event_attr, stack_bytes: u32) {
+    attr.sample_type = sys::SAMPLE_IDENTIFIER
+        | sys::SAMPLE_IP
+        | sys::SAMPLE_TID
+        | sys::SAMPLE_TIME
+        | sys::SAMPLE_CPU
+        | sys::SAMPLE_PERIOD
+        | sys::SAMPLE_CALLCHAIN
+        | sys::SAMPLE_REGS_USER
+        | sys::SAMPLE_STACK_USER;
+    attr.sample_regs_user = sys::USER_REGS_MASK;
+    attr.sample_stack_user = stack_bytes;
+    attr.set_disabled(1);
+    attr.set_inherit(1);
+    attr.set_enable_on_exec(1);
+    attr.set_sample_id_all(1);
+    attr.set_use_clockid(1);
+    attr.clockid = libc::CLOCK_MONOTONIC;
+}
+
+fn on_cpu_attr(ev: OnCpuEvent, freq: u32, stack_bytes: u32, wakeup: u32) -> b::perf_event_attr {
+    let mut attr = match ev {
+        OnCpuEvent::Cycles => {
+            sys::new_attr(b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_CPU_CYCLES as u64)
+        }
+        OnCpuEvent::CpuClock => {
+            sys::new_attr(b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_CPU_CLOCK as u64)
+        }
+    };
+    stack_fields(&mut attr, stack_bytes);
+    attr.set_freq(1);
+    attr.__bindgen_anon_1.sample_freq = u64::from(freq);
+    attr.set_mmap(1);
+    attr.set_mmap2(1);
+    attr.set_comm(1);
+    attr.set_comm_exec(1);
+    attr.set_task(1);
+    attr.set_context_switch(1);
+    attr.set_watermark(1);
+    attr.__bindgen_anon_2.wakeup_watermark = wakeup;
+    attr
+}
+
+fn switch_attr(src: &SwitchSource, stack_bytes: u32) -> b::perf_event_attr {
+    let mut attr = match src {
+        SwitchSource::Tracepoint { id, .. } => sys::new_attr(b::PERF_TYPE_TRACEPOINT, *id),
+        SwitchSource::SoftwareEvent => sys::new_attr(
+            b::PERF_TYPE_SOFTWARE,
+            b::PERF_COUNT_SW_CONTEXT_SWITCHES as u64,
+        ),
+    };
+    stack_fields(&mut attr, stack_bytes);
+    if matches!(src, SwitchSource::Tracepoint { .. }) {
+        attr.sample_type |= sys::SAMPLE_RAW;
+    }
+    attr.__bindgen_anon_1.sample_period = 1;
+    attr
+}
+
+fn permission_error(err: &std::io::Error) -> Error {
+    let paranoid = sys::read_int("/proc/sys/kernel/perf_event_paranoid");
+    let why = match paranoid {
+        Some(p) => format!(
+            "{err} (kernel.perf_event_paranoid = {p}, running as uid {})",
+            {
+                // SAFETY: getuid cannot fail.
+                unsafe { libc::getuid() }
+            }
+        ),
+        None => err.to_string(),
+    };
+    let fix = match paranoid {
+        Some(p) if p > 1 => "sudo sysctl kernel.perf_event_paranoid=1  (or run profmap as root / with CAP_PERFMON)".to_string(),
+        _ => "run profmap as root or grant it CAP_PERFMON (sudo setcap cap_perfmon,cap_sys_ptrace+ep $(which profmap)); in a container, allow perf_event_open in the seccomp profile".to_string(),
+    };
+    Error::Permission {
+        what: "perf_event_open (sampling the target)".to_string(),
+        why,
+        fix,
+    }
+}
+
+fn is_permission(err: &std::io::Error) -> bool {
+    matches!(err.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM))
+}
+
+/// Ring bytes per CPU for `freq` samples/s plus a context-switch budget.
+fn ring_bytes(freq: u32, stack_bytes: u32, ncpu: usize) -> usize {
+    let record = u64::from(stack_bytes) + 1536;
+    let rate = u64::from(freq) + 2000;
+    let want = rate * record / 20; // 50 ms of records
+    let page = sys::page_size() as u64;
+    let mut bytes = (want.max(512 * 1024)).next_power_of_two().max(page);
+    // Keep the total under 256 MiB.
+    while bytes > 1024 * 1024 && bytes * ncpu as u64 > 256 * 1024 * 1024 {
+        bytes /= 2;
+    }
+    bytes.min(16 * 1024 * 1024) as usize
+}
+
+fn map_ring(mut fd: OwnedFd, mut bytes: usize) -> Result<Ring, std::io::Error> {
+    loop {
+        match Ring::map(fd, bytes) {
+            Ok(r) => return Ok(r),
+            Err((e, back)) if bytes > 64 * 1024 && is_permission_or_nomem(&e) => {
+                fd = back;
+                bytes /= 2;
+            }
+            Err((e, _)) => return Err(e),
+        }
+    }
+}
+
+fn is_permission_or_nomem(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EPERM) | Some(libc::ENOMEM) | Some(libc::EACCES)
+    )
+}
+
+struct Opened {
+    rings: Vec<Ring>,
+    extra_fds: Vec<OwnedFd>,
+    roles: HashMap<u64, (EventRole, RecordParseInfo)>,
+    main_info: RecordParseInfo,
+}
+
+impl PerfSampler {
+    /// Open the events on the suspended child `pid` and start the drain thread.
+    pub fn attach(pid: i32, plan: &SamplePlan) -> Result<PerfSampler, Error> {
+        let freq = plan.frequency_hz.clamp(1, 100_000);
+        let stack_bytes = (plan.stack_bytes.min(sys::MAX_STACK_BYTES) / 8) * 8;
+        let cpus = sys::online_cpus();
+        let ring = ring_bytes(freq, stack_bytes, cpus.len());
+        let wakeup = (ring / 4) as u32;
+
+        // Pick the on-CPU event with the first CPU.
+        let first = *cpus.first().unwrap_or(&0);
+        let mut ev = OnCpuEvent::Cycles;
+        let mut attr = on_cpu_attr(ev, freq, stack_bytes, wakeup);
+        let first_fd = match sys::open(&mut attr, pid, first, -1) {
+            Ok(fd) => fd,
+            Err(e) if is_permission(&e) => return Err(permission_error(&e)),
+            Err(_) => {
+                ev = OnCpuEvent::CpuClock;
+                attr = on_cpu_attr(ev, freq, stack_bytes, wakeup);
+                match sys::open(&mut attr, pid, first, -1) {
+                    Ok(fd) => fd,
+                    Err(e) if is_permission(&e) => return Err(permission_error(&e)),
+                    Err(e) => {
+                        return Err(Error::Tool(format!(
+                            "perf_event_open(cpu-clock) on pid {pid}: {e}"
+                        )));
+                    }
+                }
+            }
+        };
+        let main_info = sys::parse_info(&attr)
+            .ok_or_else(|| Error::Tool("cannot derive the perf record layout".into()))?;
+
+        // Pick the switch-out source.
+        let mut warnings = Vec::new();
+        let mut sources = Vec::new();
+        match tracefs::tracepoint("sched", "sched_switch") {
+            Some(tp) => sources.push(SwitchSource::Tracepoint {
+                id: tp.id,
+                prev_state: tp.field("prev_state"),
+            }),
+            None => {
+                warnings.push("tracefs not available: off-CPU state S/D not told apart".to_string())
+            }
+        }
+        sources.push(SwitchSource::SoftwareEvent);
+
+        let mut opened = Opened {
+            rings: Vec::new(),
+            extra_fds: Vec::new(),
+            roles: HashMap::new(),
+            main_info,
+        };
+        let mut switch_src: Option<SwitchSource> = None;
+        let mut first_fd = Some(first_fd);
+        for &cpu in &cpus {
+            let main_fd = match first_fd.take() {
+                Some(fd) => fd,
+                None => {
+                    let mut a = on_cpu_attr(ev, freq, stack_bytes, wakeup);
+                    sys::open(&mut a, pid, cpu, -1).map_err(|e| {
+                        if is_permission(&e) {
+                            permission_error(&e)
+                        } else {
+                            Error::Tool(format!("perf_event_open on cpu {cpu}: {e}"))
+                        }
+                    })?
+                }
+            };
+            if let Some(id) = sys::event_id(&main_fd) {
+                opened.roles.insert(id, (EventRole::OnCpu, main_info));
+            }
+            let main_ring = map_ring(main_fd, ring).map_err(|e| {
+                if is_permission_or_nomem(&e) {
+                    Error::Permission {
+                        what: "mapping perf ring buffers".into(),
+                        why: e.to_string(),
+                        fix: "sudo sysctl kernel.perf_event_mlock_kb=2048 (or run as root)".into(),
+                    }
+                } else {
+                    Error::Tool(format!("mmap perf ring on cpu {cpu}: {e}"))
+                }
+            })?;
+
+            // Switch-out event on this CPU: the first source that opens.
+            let candidates: Vec<SwitchSource> = match &switch_src {
+                Some(s) => vec![s.clone()],
+                None => sources.clone(),
+            };
+            for src in candidates {
+                let mut a = switch_attr(&src, stack_bytes);
+                let Ok(fd) = sys::open(&mut a, pid, cpu, -1) else {
+                    continue;
+                };
+                let Some(info) = sys::parse_info(&a) else {
+                    continue;
+                };
+                let role = match &src {
+                    SwitchSource::Tracepoint { prev_state, .. } => EventRole::SwitchOut {
+                        prev_state: *prev_state,
+                    },
+                    SwitchSource::SoftwareEvent => EventRole::SwitchOut { prev_state: None },
+                };
+                if let Some(id) = sys::event_id(&fd) {
+                    opened.roles.insert(id, (role, info));
+                }
+                if sys::set_output(&fd, main_ring.fd()).is_ok() {
+                    opened.extra_fds.push(fd);
+                } else {
+                    match map_ring(fd, ring) {
+                        Ok(r) => opened.rings.push(r),
+                        Err(_) => continue,
+                    }
+                }
+                switch_src = Some(src);
+                break;
+            }
+            opened.rings.push(main_ring);
+        }
+        let switch_name = match &switch_src {
+            Some(SwitchSource::Tracepoint { .. }) => "sched_switch",
+            Some(SwitchSource::SoftwareEvent) => {
+                warnings.push(
+                    "sched:sched_switch unavailable: switch-out stacks from the context-switches event"
+                        .to_string(),
+                );
+                "context-switches"
+            }
+            None => {
+                warnings.push(
+                    "no switch-out event could be opened: off-CPU intervals have no stacks"
+                        .to_string(),
+                );
+                "context-switch records"
+            }
+        };
+        let ev_name = match ev {
+            OnCpuEvent::Cycles => "cycles",
+            OnCpuEvent::CpuClock => "cpu-clock",
+        };
+        let description = format!(
+            "perf_event {ev_name} + {switch_name}, dwarf unwinding ({stack_bytes} B stack copies)"
+        );
+        let nominal = match ev {
+            OnCpuEvent::Cycles => Some(1_000_000_000 / u64::from(freq)),
+            OnCpuEvent::CpuClock => None,
+        };
+        // SAFETY: getpid cannot fail.
+        let me = unsafe { libc::getpid() };
+        let processor = Processor::new(stack_bytes, nominal, me);
+        let (tx, rx) = mpsc::channel::<u64>();
+        let desc = description.clone();
+        let thread = std::thread::Builder::new()
+            .name("profmap-perf-drain".into())
+            .spawn(move || drain_loop(opened, processor, rx, desc, freq, warnings))
+            .map_err(|e| Error::Tool(format!("cannot start the drain thread: {e}")))?;
+        Ok(PerfSampler {
+            stop: Some(tx),
+            thread: Some(thread),
+            description,
+        })
+    }
+
+    /// Stop sampling, drain what is left and return the profile. `t0_ns` is the
+    /// CLOCK_MONOTONIC time the run started (sample times become relative to it).
+    pub fn finish(mut self, t0_ns: u64) -> Result<RawProfile, Error> {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(t0_ns);
+        }
+        let thread = self
+            .thread
+            .take()
+            .ok_or_else(|| Error::Tool("sampler already finished".into()))?;
+        thread
+            .join()
+            .map_err(|_| Error::Tool("the perf drain thread panicked".into()))
+    }
+}
+
+impl Drop for PerfSampler {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(0);
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+struct Pending {
+    time: u64,
+    seq: u64,
+    role: EventRole,
+    info: RecordParseInfo,
+    rec: OwnedRecord,
+}
+
+fn drain_loop(
+    mut opened: Opened,
+    mut processor: Processor,
+    stop: mpsc::Receiver<u64>,
+    description: String,
+    freq: u32,
+    warnings: Vec<String>,
+) -> RawProfile {
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut seq = 0u64;
+    let mut buf = Vec::new();
+    let t0 = loop {
+        let stop_now = match stop.try_recv() {
+            Ok(t0) => Some(t0),
+            Err(mpsc::TryRecvError::Disconnected) => Some(0),
+            Err(mpsc::TryRecvError::Empty) => None,
+        };
+        if let Some(t0) = stop_now {
+            break t0;
+        }
+        wait_readable(&opened.rings);
+        let round = sys::monotonic_ns();
+        collect(&mut opened, &mut buf, &mut pending, &mut seq);
+        process_upto(
+            &mut pending,
+            &mut processor,
+            round.saturating_sub(SORT_SLACK_NS),
+        );
+    };
+    for r in &opened.rings {
+        sys::disable(r.fd());
+    }
+    for fd in &opened.extra_fds {
+        sys::disable(fd);
+    }
+    let end = sys::monotonic_ns();
+    collect(&mut opened, &mut buf, &mut pending, &mut seq);
+    process_upto(&mut pending, &mut processor, u64::MAX);
+    let mut raw = processor.finish(t0, end, description, freq);
+    raw.warnings.splice(0..0, warnings);
+    raw
+}
+
+fn wait_readable(rings: &[Ring]) {
+    let mut fds: Vec<libc::pollfd> = rings
+        .iter()
+        .map(|r| libc::pollfd {
+            fd: r.fd().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: fds is a valid array of pollfd.
+    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, POLL_MS) };
+    // Don't spin when a ring signals POLLHUP (all tasks exited): the timeout above is
+    // skipped then, so sleep the poll interval instead.
+    if fds.iter().any(|f| f.revents & libc::POLLHUP != 0) {
+        std::thread::sleep(std::time::Duration::from_millis(POLL_MS as u64));
+    }
+}
+
+fn collect(
+    opened: &mut Opened,
+    buf: &mut Vec<OwnedRecord>,
+    pending: &mut Vec<Pending>,
+    seq: &mut u64,
+) {
+    for ring in &mut opened.rings {
+        buf.clear();
+        ring.drain(buf);
+        for rec in buf.drain(..) {
+            let (role, info) = sys::record_id(&rec)
+                .and_then(|id| opened.roles.get(&id).copied())
+                .unwrap_or((EventRole::OnCpu, opened.main_info));
+            let time = RawEventRecord::new(
+                RecordType(rec.record_type),
+                rec.misc,
+                RawData::Single(&rec.body),
+                info,
+            )
+            .timestamp()
+            .unwrap_or(0);
+            pending.push(Pending {
+                time,
+                seq: *seq,
+                role,
+                info,
+                rec,
+            });
+            *seq += 1;
+        }
+    }
+}
+
+fn process_upto(pending: &mut Vec<Pending>, processor: &mut Processor, watermark: u64) {
+    if pending.is_empty() {
+        return;
+    }
+    pending.sort_by_key(|p| (p.time, p.seq));
+    let n = pending.partition_point(|p| p.time <= watermark);
+    for p in pending.drain(..n) {
+        processor.handle(&p.rec, p.role, &p.info);
+    }
+}

@@ -1,0 +1,142 @@
+//! `TaskWatcher`: counts the processes a command starts, cheaply, for baseline runs.
+//!
+//! One dummy software event per CPU on the suspended child (`inherit`, `task = 1`,
+//! `enable_on_exec`) takes no samples; the kernel only writes FORK/EXIT records into
+//! small rings. A FORK record whose `pid != ppid` is a new process (threads share their
+//! parent's pid). The count includes the target itself. If the kernel dropped records
+//! (PERF_RECORD_LOST) the count is unknown and `finish` says `None` rather than guess.
+
+use std::os::fd::AsRawFd;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+use linux_perf_event_reader::{EventRecord, RawData, RawEventRecord, RecordParseInfo, RecordType};
+use perf_event_open_sys::bindings as b;
+
+use super::sys::{self, OwnedRecord, Ring};
+use crate::error::Error;
+
+/// Counts processes started by a launched command.
+#[derive(Debug)]
+pub struct TaskWatcher {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<Option<u64>>>,
+}
+
+const RING_BYTES: usize = 64 * 1024;
+
+impl TaskWatcher {
+    /// Open the counting events on the suspended child `pid`.
+    pub fn attach(pid: i32) -> Result<TaskWatcher, Error> {
+        let mut rings = Vec::new();
+        let mut info: Option<RecordParseInfo> = None;
+        for cpu in sys::online_cpus() {
+            let mut attr = sys::new_attr(b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_DUMMY as u64);
+            attr.sample_type = sys::SAMPLE_TID | sys::SAMPLE_TIME;
+            attr.set_disabled(1);
+            attr.set_inherit(1);
+            attr.set_enable_on_exec(1);
+            attr.set_task(1);
+            attr.set_sample_id_all(1);
+            attr.__bindgen_anon_1.sample_period = 1;
+            let fd = sys::open(&mut attr, pid, cpu, -1).map_err(|e| {
+                if matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) {
+                    Error::Permission {
+                        what: "perf_event_open (counting the target's processes)".into(),
+                        why: e.to_string(),
+                        fix: "sudo sysctl kernel.perf_event_paranoid=1".into(),
+                    }
+                } else {
+                    Error::Tool(format!("perf_event_open(dummy) on cpu {cpu}: {e}"))
+                }
+            })?;
+            info = info.or_else(|| sys::parse_info(&attr));
+            let ring = Ring::map(fd, RING_BYTES)
+                .map_err(|(e, _)| Error::Tool(format!("mmap task ring on cpu {cpu}: {e}")))?;
+            rings.push(ring);
+        }
+        let info =
+            info.ok_or_else(|| Error::Tool("cannot derive the perf record layout".into()))?;
+        let (tx, rx) = mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("profmap-task-watch".into())
+            .spawn(move || watch_loop(rings, info, rx))
+            .map_err(|e| Error::Tool(format!("cannot start the task watcher thread: {e}")))?;
+        Ok(TaskWatcher {
+            stop: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Processes started, the target included; `None` when records were lost.
+    pub fn finish(mut self) -> Option<u64> {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        self.thread.take()?.join().ok().flatten()
+    }
+}
+
+impl Drop for TaskWatcher {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn watch_loop(
+    mut rings: Vec<Ring>,
+    info: RecordParseInfo,
+    stop: mpsc::Receiver<()>,
+) -> Option<u64> {
+    let mut processes = 1u64;
+    let mut lost = false;
+    let mut buf: Vec<OwnedRecord> = Vec::new();
+    loop {
+        let stopping = !matches!(stop.try_recv(), Err(mpsc::TryRecvError::Empty));
+        if stopping {
+            for r in &rings {
+                sys::disable(r.fd());
+            }
+        }
+        for ring in &mut rings {
+            buf.clear();
+            ring.drain(&mut buf);
+            for rec in &buf {
+                let raw = RawEventRecord::new(
+                    RecordType(rec.record_type),
+                    rec.misc,
+                    RawData::Single(&rec.body),
+                    info,
+                );
+                match raw.parse() {
+                    Ok(EventRecord::Fork(f)) if f.pid != f.ppid => processes += 1,
+                    Ok(EventRecord::Lost(_)) => lost = true,
+                    _ => {}
+                }
+            }
+        }
+        if stopping {
+            break;
+        }
+        let mut fds: Vec<libc::pollfd> = rings
+            .iter()
+            .map(|r| libc::pollfd {
+                fd: r.fd().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // The rings are small: wake often enough that they never fill.
+        // SAFETY: fds is a valid array of pollfd.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 10) };
+        if fds.iter().any(|f| f.revents & libc::POLLHUP != 0) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+    (!lost).then_some(processes)
+}

@@ -1,0 +1,503 @@
+//! End-to-end tests of the perf_event sampler and the symbolizer on real processes:
+//! C fixtures compiled with the system `cc`, a Rust release binary, Debian's python3,
+//! and shell process trees. They need perf_event_open (root, or
+//! kernel.perf_event_paranoid <= 1) and fail loudly when it is not there.
+
+#![allow(clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use profmap::plan::{SamplePlan, TargetSpec};
+use profmap::profile::{FrameKind, SampleKind, SampledProfile, WaitState};
+use profmap::sample::{PerfSampler, TaskWatcher, monotonic_ns, probe_capabilities};
+
+fn require_perf() {
+    let caps = probe_capabilities();
+    let perf = caps.checks.iter().find(|c| c.name == "perf_event_open");
+    match perf {
+        Some(c) if c.ok => {}
+        Some(c) => panic!(
+            "perf_event_open is not available, so the sampler cannot be tested: {} — fix: {}",
+            c.detail,
+            c.fix.clone().unwrap_or_default()
+        ),
+        None => panic!("probe_capabilities has no perf_event_open check"),
+    }
+}
+
+/// Reap every child (we are the subreaper, so orphans too) until none is left.
+fn wait_all() {
+    loop {
+        let mut status = 0;
+        // SAFETY: plain waitpid.
+        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            assert_eq!(e.raw_os_error(), Some(libc::ECHILD), "waitpid: {e}");
+            return;
+        }
+    }
+}
+
+fn compile_c(dir: &Path, name: &str, src: &str, flags: &[&str]) -> PathBuf {
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, src).expect("write C source");
+    let out = dir.join(name);
+    let st = Command::new("cc")
+        .args(flags)
+        .arg("-g")
+        .arg("-o")
+        .arg(&out)
+        .arg(&c)
+        .arg("-lpthread")
+        .status()
+        .expect("run cc");
+    assert!(st.success(), "cc failed for {name}");
+    out
+}
+
+fn plan() -> SamplePlan {
+    SamplePlan {
+        frequency_hz: 999,
+        stack_bytes: 32 * 1024,
+    }
+}
+
+/// Launch `program args` under the sampler, wait for the whole tree, symbolize.
+fn profile(program: &str, args: &[&str]) -> SampledProfile {
+    require_perf();
+    profmap::target::become_subreaper();
+    let spec = TargetSpec {
+        program: program.to_string(),
+        args: args.iter().map(|s| s.to_string()).collect(),
+    };
+    let susp = profmap::target::spawn_suspended(&spec).expect("spawn suspended");
+    let sampler = PerfSampler::attach(susp.pid, &plan()).expect("attach sampler");
+    let launched = susp.release(program).expect("release");
+    let t0 = monotonic_ns();
+    wait_all();
+    let raw = sampler.finish(t0).expect("finish");
+    drop(launched);
+    let prof = profmap::symbolize::symbolize(&raw);
+    eprintln!(
+        "{}: {} on-CPU samples, {} off-CPU intervals, lost {}, unwind failures {}, truncated {}, unnamed {}; warnings {:?}",
+        program,
+        prof.quality.samples,
+        prof.quality.off_cpu_intervals,
+        prof.quality.lost_samples,
+        prof.quality.unwind_failures,
+        prof.quality.truncated_stacks,
+        prof.quality.unnamed_addresses,
+        prof.quality.warnings
+    );
+    prof
+}
+
+fn names(p: &SampledProfile, leaf: Option<u32>) -> Vec<String> {
+    leaf.map(|l| {
+        p.stack_frames(l)
+            .iter()
+            .map(|f| f.function.clone())
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// Leaf-most user frame of a stack.
+fn user_leaf(p: &SampledProfile, leaf: Option<u32>) -> Option<String> {
+    let l = leaf?;
+    p.stack_frames(l)
+        .iter()
+        .rev()
+        .find(|f| f.kind == FrameKind::User)
+        .map(|f| f.function.clone())
+}
+
+const THREE_FUNCS: &str = r#"
+#include <stdlib.h>
+static volatile unsigned long sink;
+#define WORK(name, k) __attribute__((noinline)) unsigned long name(unsigned long n) { \
+    unsigned long x = n | 1; \
+    for (unsigned long i = 0; i < n; i++) { x = x * 6364136223846793005UL + k; x ^= x >> 29; } \
+    return x; }
+WORK(func_a, 1442695040888963407UL)
+WORK(func_b, 1442695040888963409UL)
+WORK(func_c, 1442695040888963411UL)
+int main(int argc, char **argv) {
+    unsigned long n = strtoul(argv[1], 0, 10);
+    for (int r = 0; r < 20; r++) {
+        sink += func_a(5 * n);
+        sink += func_b(3 * n);
+        sink += func_c(2 * n);
+    }
+    return 0;
+}
+"#;
+
+fn check_shares(prof: &SampledProfile, label: &str) {
+    let mut counts: HashMap<String, u64> = HashMap::new();
+    for s in prof.samples.iter().filter(|s| s.kind == SampleKind::OnCpu) {
+        if let Some(f) = user_leaf(prof, s.stack) {
+            *counts.entry(f).or_default() += 1;
+        }
+    }
+    let a = counts.get("func_a").copied().unwrap_or(0) as f64;
+    let b = counts.get("func_b").copied().unwrap_or(0) as f64;
+    let c = counts.get("func_c").copied().unwrap_or(0) as f64;
+    let total = a + b + c;
+    assert!(
+        total > 500.0,
+        "{label}: too few samples in the three functions: {counts:?}"
+    );
+    let (pa, pb, pc) = (100.0 * a / total, 100.0 * b / total, 100.0 * c / total);
+    eprintln!("{label}: shares func_a {pa:.1}% func_b {pb:.1}% func_c {pc:.1}% (n={total})");
+    assert!((pa - 50.0).abs() <= 5.0, "{label}: func_a {pa:.1}%");
+    assert!((pb - 30.0).abs() <= 5.0, "{label}: func_b {pb:.1}%");
+    assert!((pc - 20.0).abs() <= 5.0, "{label}: func_c {pc:.1}%");
+}
+
+#[test]
+fn on_cpu_shares_with_and_without_frame_pointers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let n = "70000000";
+    for (label, fp) in [
+        ("fp", "-fno-omit-frame-pointer"),
+        ("nofp", "-fomit-frame-pointer"),
+    ] {
+        let exe = compile_c(
+            dir.path(),
+            &format!("three_{label}"),
+            THREE_FUNCS,
+            &["-O2", fp, "-fno-ipa-icf"],
+        );
+        let prof = profile(exe.to_str().expect("utf8 path"), &[n]);
+        check_shares(&prof, label);
+        // The stacks reach main in both builds.
+        let on: Vec<_> = prof
+            .samples
+            .iter()
+            .filter(|s| s.kind == SampleKind::OnCpu)
+            .collect();
+        let with_main = on
+            .iter()
+            .filter(|s| names(&prof, s.stack).iter().any(|f| f == "main"))
+            .count();
+        eprintln!(
+            "{label}: {with_main}/{} on-CPU samples reach main",
+            on.len()
+        );
+        assert!(with_main * 100 >= on.len() * 95);
+    }
+}
+
+const SLEEP_COMPUTE: &str = r#"
+#include <time.h>
+#include <unistd.h>
+static volatile unsigned long sink;
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
+__attribute__((noinline)) void do_compute(double secs) {
+    double end = now() + secs; unsigned long x = 1;
+    while (now() < end) { for (int i = 0; i < 10000; i++) { x = x * 6364136223846793005UL + 1; x ^= x >> 29; } }
+    sink = x;
+}
+__attribute__((noinline)) void do_sleep(double secs) { usleep((useconds_t)(secs * 1e6)); sink++; /* no tail call */ }
+int main(void) {
+    for (int i = 0; i < 50; i++) { do_compute(0.01); do_sleep(0.01); }
+    return 0;
+}
+"#;
+
+#[test]
+fn off_cpu_sleep_versus_compute() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c(dir.path(), "sleepy", SLEEP_COMPUTE, &["-O2"]);
+    let prof = profile(exe.to_str().expect("utf8 path"), &[]);
+    let mut compute_w = 0u64;
+    let mut sleep_w = 0u64;
+    let mut on_total = 0u64;
+    let mut on_compute = 0u64;
+    let mut sleep_intervals = 0u64;
+    let mut sleep_with_kernel = 0u64;
+    let mut sleep_sleeping = 0u64;
+    for s in &prof.samples {
+        let fr = names(&prof, s.stack);
+        let in_compute = fr.iter().any(|f| f == "do_compute");
+        let in_sleep = fr.iter().any(|f| f == "do_sleep");
+        if in_compute {
+            compute_w += s.weight_ns;
+        }
+        if in_sleep {
+            sleep_w += s.weight_ns;
+        }
+        match s.kind {
+            SampleKind::OnCpu => {
+                on_total += 1;
+                if in_compute {
+                    on_compute += 1;
+                }
+            }
+            SampleKind::OffCpu { state } => {
+                if in_sleep {
+                    sleep_intervals += 1;
+                    let stack = s.stack.map(|l| prof.stack_frames(l)).unwrap_or_default();
+                    if stack.iter().any(|f| f.kind == FrameKind::Kernel) {
+                        sleep_with_kernel += 1;
+                    }
+                    if state == WaitState::Sleeping {
+                        sleep_sleeping += 1;
+                    }
+                }
+            }
+        }
+    }
+    let total = (compute_w + sleep_w) as f64;
+    assert!(total > 0.0, "no weight in do_compute/do_sleep");
+    let pc = 100.0 * compute_w as f64 / total;
+    eprintln!(
+        "wall shares: do_compute {pc:.1}% do_sleep {:.1}% (compute {} ms, sleep {} ms); \
+         on-CPU in do_compute {on_compute}/{on_total}; sleep intervals {sleep_intervals}, \
+         with kernel frames {sleep_with_kernel}, Sleeping {sleep_sleeping}",
+        100.0 - pc,
+        compute_w / 1_000_000,
+        sleep_w / 1_000_000
+    );
+    assert!((pc - 50.0).abs() <= 10.0, "do_compute wall share {pc:.1}%");
+    assert!(
+        on_compute * 100 >= on_total * 90,
+        "on-CPU outside do_compute: {on_compute}/{on_total}"
+    );
+    assert!(
+        sleep_intervals >= 40,
+        "too few sleep intervals: {sleep_intervals}"
+    );
+    assert!(sleep_with_kernel * 100 >= sleep_intervals * 90);
+    assert!(sleep_sleeping * 100 >= sleep_intervals * 90);
+    // The kernel part names the sleep path.
+    let kernel_names: Vec<String> = prof
+        .samples
+        .iter()
+        .filter(|s| matches!(s.kind, SampleKind::OffCpu { .. }))
+        .flat_map(|s| s.stack.map(|l| prof.stack_frames(l)).unwrap_or_default())
+        .filter(|f| f.kind == FrameKind::Kernel)
+        .map(|f| f.function.clone())
+        .collect();
+    assert!(
+        kernel_names.iter().any(|n| n.contains("nanosleep")),
+        "no nanosleep kernel frame in off-CPU stacks"
+    );
+}
+
+const THREADS: &str = r#"
+#include <pthread.h>
+static volatile unsigned long sink;
+__attribute__((noinline)) void *spin(void *arg) {
+    unsigned long x = (unsigned long)arg;
+    for (unsigned long i = 0; i < 150000000UL; i++) { x = x * 6364136223846793005UL + 1; x ^= x >> 29; }
+    sink = x; return 0;
+}
+int main(void) {
+    pthread_t a, b;
+    pthread_create(&a, 0, spin, (void *)1);
+    pthread_create(&b, 0, spin, (void *)2);
+    pthread_join(a, 0); pthread_join(b, 0);
+    return 0;
+}
+"#;
+
+const FORKER: &str = r#"
+#include <sys/wait.h>
+#include <unistd.h>
+static volatile unsigned long sink;
+__attribute__((noinline)) void child_work(void) {
+    unsigned long x = 3;
+    for (unsigned long i = 0; i < 200000000UL; i++) { x = x * 6364136223846793005UL + 1; x ^= x >> 29; }
+    sink = x;
+}
+int main(void) {
+    pid_t p = fork();
+    if (p == 0) { child_work(); _exit(0); }
+    waitpid(p, 0, 0);
+    return 0;
+}
+"#;
+
+#[test]
+fn threads_and_forked_children_are_followed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c(dir.path(), "threads", THREADS, &["-O2"]);
+    let prof = profile(exe.to_str().expect("utf8 path"), &[]);
+    let mut per_tid: HashMap<i32, u64> = HashMap::new();
+    for s in prof.samples.iter().filter(|s| s.kind == SampleKind::OnCpu) {
+        if names(&prof, s.stack).iter().any(|f| f == "spin") {
+            *per_tid.entry(s.tid).or_default() += 1;
+        }
+    }
+    eprintln!("spin samples per thread: {per_tid:?}");
+    let busy = per_tid.values().filter(|&&n| n >= 50).count();
+    assert!(
+        busy >= 2,
+        "both worker threads should have samples: {per_tid:?}"
+    );
+    assert!(prof.threads.len() >= 3, "threads: {:?}", prof.threads);
+
+    let exe = compile_c(dir.path(), "forker", FORKER, &["-O2"]);
+    let prof = profile(exe.to_str().expect("utf8 path"), &[]);
+    let parent = prof
+        .processes
+        .iter()
+        .find(|p| p.ppid.is_some_and(|pp| pp == std::process::id() as i32))
+        .expect("target process")
+        .pid;
+    let child = prof
+        .processes
+        .iter()
+        .find(|p| p.ppid == Some(parent))
+        .expect("forked child in processes")
+        .pid;
+    let child_samples = prof
+        .samples
+        .iter()
+        .filter(|s| s.pid == child && s.kind == SampleKind::OnCpu)
+        .filter(|s| names(&prof, s.stack).iter().any(|f| f == "child_work"))
+        .count();
+    eprintln!("forked child {child} (parent {parent}): {child_samples} samples in child_work");
+    assert!(child_samples >= 100);
+}
+
+const RUST_FIXTURE: &str = r#"
+use std::hint::black_box;
+#[inline(never)]
+fn leaf(n: u64) -> u64 { let mut x = n | 1; for _ in 0..n { x = x.wrapping_mul(6364136223846793005).wrapping_add(1); x ^= x >> 29; } x }
+#[inline(never)]
+fn middle(d: u32, n: u64) -> u64 { if d == 0 { leaf(n) } else { black_box(middle(d - 1, n)) + 1 } }
+fn main() { let mut s = 0u64; for i in 0..60 { s = s.wrapping_add(middle(black_box(i % 12), 20_000_000)); } println!("{s}"); }
+"#;
+
+fn reach_share(prof: &SampledProfile, roots: &[&str]) -> (usize, usize) {
+    let pid = prof
+        .processes
+        .iter()
+        .find(|p| p.ppid.is_some_and(|pp| pp == std::process::id() as i32))
+        .map(|p| p.pid);
+    let on: Vec<_> = prof
+        .samples
+        .iter()
+        .filter(|s| s.kind == SampleKind::OnCpu && Some(s.pid) == pid)
+        .collect();
+    let ok = on
+        .iter()
+        .filter(|s| {
+            names(prof, s.stack).iter().any(|f| {
+                roots
+                    .iter()
+                    .any(|r| f == r || f.ends_with(&format!("::{r}")))
+            })
+        })
+        .count();
+    (ok, on.len())
+}
+
+#[test]
+fn dwarf_unwinding_rust_release_and_python() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("fixture.rs");
+    std::fs::write(&src, RUST_FIXTURE).expect("write rust source");
+    let exe = dir.path().join("rustfix");
+    let st = Command::new("rustc")
+        .args(["-O", "-g", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .expect("run rustc");
+    assert!(st.success(), "rustc failed");
+    let prof = profile(exe.to_str().expect("utf8 path"), &[]);
+    let (ok, n) = reach_share(&prof, &["main"]);
+    eprintln!(
+        "rust release: {ok}/{n} on-CPU samples reach main ({:.1}%)",
+        100.0 * ok as f64 / n.max(1) as f64
+    );
+    assert!(n > 200, "too few samples: {n}");
+    assert!(ok * 100 >= n * 95);
+
+    let python = "/usr/bin/python3";
+    assert!(
+        Path::new(python).exists(),
+        "{python} is required for this test"
+    );
+    let prof = profile(
+        python,
+        &[
+            "-c",
+            "x = 0\nfor i in range(12_000_000):\n    x += i * i % 7\n",
+        ],
+    );
+    let (ok, n) = reach_share(&prof, &["Py_RunMain", "Py_BytesMain", "main"]);
+    eprintln!(
+        "python3: {ok}/{n} on-CPU samples reach main ({:.1}%)",
+        100.0 * ok as f64 / n.max(1) as f64
+    );
+    assert!(n > 200, "too few samples: {n}");
+    assert!(ok * 100 >= n * 95);
+}
+
+fn count_processes(program: &str, args: &[&str]) -> Option<u64> {
+    require_perf();
+    profmap::target::become_subreaper();
+    let spec = TargetSpec {
+        program: program.to_string(),
+        args: args.iter().map(|s| s.to_string()).collect(),
+    };
+    let susp = profmap::target::spawn_suspended(&spec).expect("spawn suspended");
+    let w = TaskWatcher::attach(susp.pid).expect("attach watcher");
+    let launched = susp.release(program).expect("release");
+    wait_all();
+    drop(launched);
+    w.finish()
+}
+
+#[test]
+fn task_watcher_counts_processes_not_threads() {
+    let n = count_processes("/bin/sh", &["-c", "/bin/true & /bin/true & wait"]);
+    eprintln!("sh tree: {n:?} processes");
+    assert!(
+        n.is_some_and(|n| n >= 3),
+        "expected >= 3 processes, got {n:?}"
+    );
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c(dir.path(), "threads", THREADS, &["-O2"]);
+    let n = count_processes(exe.to_str().expect("utf8 path"), &[]);
+    eprintln!("threaded program: {n:?} processes");
+    assert_eq!(n, Some(1));
+}
+
+#[test]
+fn doctor_reports_every_check_and_a_method() {
+    let caps = probe_capabilities();
+    for name in [
+        "perf_event_open",
+        "kernel stacks",
+        "hardware events",
+        "user stack copies",
+        "tracepoints",
+        "kernel symbols",
+        "ptrace",
+        "python",
+        "nvidia",
+    ] {
+        let c = caps.checks.iter().find(|c| c.name == name);
+        assert!(c.is_some(), "missing check {name}");
+    }
+    for c in &caps.checks {
+        eprintln!("{:18} {:5} {} {:?}", c.name, c.ok, c.detail, c.fix);
+        assert!(c.ok || c.fix.is_some(), "{} failed without a fix", c.name);
+    }
+    eprintln!("best method: {}", caps.best_method);
+    require_perf();
+    assert!(caps.best_method.ends_with("+dwarf"), "{}", caps.best_method);
+}
