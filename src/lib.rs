@@ -25,7 +25,6 @@ pub mod symbolize;
 pub mod target;
 pub mod ui;
 
-use error::Error;
 use plan::Plan;
 
 /// Parse `args` (argv, program name first), do the job, and return the exit code:
@@ -49,9 +48,10 @@ pub fn run(args: Vec<String>) -> i32 {
     let result = match &plan {
         Plan::Session(s) => session::run(s),
         Plan::Report(r) => session::report(r),
-        Plan::Doctor => Err(Error::Usage(
-            "`profmap doctor` is not built into this version yet".into(),
-        )),
+        Plan::Doctor => {
+            print!("{}", ui::doctor(&sample::probe_capabilities()));
+            Ok(0)
+        }
     };
     match result {
         Ok(code) => code,

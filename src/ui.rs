@@ -106,3 +106,22 @@ pub fn summary_table(map: &PerfMap, report_path: &str) -> String {
     out.push_str(&format!("report: {report_path}\n"));
     out
 }
+
+/// `profmap doctor`: one line per check, with the fix for each failure.
+pub fn doctor(c: &crate::sample::Capabilities) -> String {
+    let mut t = Table::new();
+    t.load_style(UTF8_FULL_CONDENSED);
+    if !use_color() {
+        t.force_no_tty();
+    }
+    t.set_header(vec!["check", "ok", "detail", "fix"]);
+    for ch in &c.checks {
+        t.add_row(vec![
+            ch.name.clone(),
+            if ch.ok { "yes" } else { "NO" }.to_string(),
+            ch.detail.clone(),
+            ch.fix.clone().unwrap_or_default(),
+        ]);
+    }
+    format!("{t}\nbest sampling method here: {}\n", c.best_method)
+}

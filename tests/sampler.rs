@@ -13,6 +13,14 @@ use profmap::plan::{SamplePlan, TargetSpec};
 use profmap::profile::{FrameKind, SampleKind, SampledProfile, WaitState};
 use profmap::sample::{PerfSampler, TaskWatcher, monotonic_ns, probe_capabilities};
 
+/// These tests reap with waitpid(-1) in-process, which would steal another test's
+/// children (cc, the targets): they run one at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn require_perf() {
     let caps = probe_capabilities();
     let perf = caps.checks.iter().find(|c| c.name == "perf_event_open");
@@ -118,26 +126,7 @@ fn user_leaf(p: &SampledProfile, leaf: Option<u32>) -> Option<String> {
         .map(|f| f.function.clone())
 }
 
-const THREE_FUNCS: &str = r#"
-#include <stdlib.h>
-static volatile unsigned long sink;
-#define WORK(name, k) __attribute__((noinline)) unsigned long name(unsigned long n) { \
-    unsigned long x = n | 1; \
-    for (unsigned long i = 0; i < n; i++) { x = x * 6364136223846793005UL + k; x ^= x >> 29; } \
-    return x; }
-WORK(func_a, 1442695040888963407UL)
-WORK(func_b, 1442695040888963409UL)
-WORK(func_c, 1442695040888963411UL)
-int main(int argc, char **argv) {
-    unsigned long n = strtoul(argv[1], 0, 10);
-    for (int r = 0; r < 20; r++) {
-        sink += func_a(5 * n);
-        sink += func_b(3 * n);
-        sink += func_c(2 * n);
-    }
-    return 0;
-}
-"#;
+const THREE_FUNCS: &str = include_str!("fixtures/c/three_funcs.c");
 
 fn check_shares(prof: &SampledProfile, label: &str) {
     let mut counts: HashMap<String, u64> = HashMap::new();
@@ -163,6 +152,7 @@ fn check_shares(prof: &SampledProfile, label: &str) {
 
 #[test]
 fn on_cpu_shares_with_and_without_frame_pointers() {
+    let _serial = serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let n = "70000000";
     for (label, fp) in [
@@ -195,25 +185,11 @@ fn on_cpu_shares_with_and_without_frame_pointers() {
     }
 }
 
-const SLEEP_COMPUTE: &str = r#"
-#include <time.h>
-#include <unistd.h>
-static volatile unsigned long sink;
-static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
-__attribute__((noinline)) void do_compute(double secs) {
-    double end = now() + secs; unsigned long x = 1;
-    while (now() < end) { for (int i = 0; i < 10000; i++) { x = x * 6364136223846793005UL + 1; x ^= x >> 29; } }
-    sink = x;
-}
-__attribute__((noinline)) void do_sleep(double secs) { usleep((useconds_t)(secs * 1e6)); sink++; /* no tail call */ }
-int main(void) {
-    for (int i = 0; i < 50; i++) { do_compute(0.01); do_sleep(0.01); }
-    return 0;
-}
-"#;
+const SLEEP_COMPUTE: &str = include_str!("fixtures/c/sleep_compute.c");
 
 #[test]
 fn off_cpu_sleep_versus_compute() {
+    let _serial = serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = compile_c(dir.path(), "sleepy", SLEEP_COMPUTE, &["-O2"]);
     let prof = profile(exe.to_str().expect("utf8 path"), &[]);
@@ -292,42 +268,13 @@ fn off_cpu_sleep_versus_compute() {
     );
 }
 
-const THREADS: &str = r#"
-#include <pthread.h>
-static volatile unsigned long sink;
-__attribute__((noinline)) void *spin(void *arg) {
-    unsigned long x = (unsigned long)arg;
-    for (unsigned long i = 0; i < 150000000UL; i++) { x = x * 6364136223846793005UL + 1; x ^= x >> 29; }
-    sink = x; return 0;
-}
-int main(void) {
-    pthread_t a, b;
-    pthread_create(&a, 0, spin, (void *)1);
-    pthread_create(&b, 0, spin, (void *)2);
-    pthread_join(a, 0); pthread_join(b, 0);
-    return 0;
-}
-"#;
+const THREADS: &str = include_str!("fixtures/c/threads.c");
 
-const FORKER: &str = r#"
-#include <sys/wait.h>
-#include <unistd.h>
-static volatile unsigned long sink;
-__attribute__((noinline)) void child_work(void) {
-    unsigned long x = 3;
-    for (unsigned long i = 0; i < 200000000UL; i++) { x = x * 6364136223846793005UL + 1; x ^= x >> 29; }
-    sink = x;
-}
-int main(void) {
-    pid_t p = fork();
-    if (p == 0) { child_work(); _exit(0); }
-    waitpid(p, 0, 0);
-    return 0;
-}
-"#;
+const FORKER: &str = include_str!("fixtures/c/forker.c");
 
 #[test]
 fn threads_and_forked_children_are_followed() {
+    let _serial = serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = compile_c(dir.path(), "threads", THREADS, &["-O2"]);
     let prof = profile(exe.to_str().expect("utf8 path"), &[]);
@@ -404,6 +351,7 @@ fn reach_share(prof: &SampledProfile, roots: &[&str]) -> (usize, usize) {
 
 #[test]
 fn dwarf_unwinding_rust_release_and_python() {
+    let _serial = serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let src = dir.path().join("fixture.rs");
     std::fs::write(&src, RUST_FIXTURE).expect("write rust source");
@@ -462,6 +410,7 @@ fn count_processes(program: &str, args: &[&str]) -> Option<u64> {
 
 #[test]
 fn task_watcher_counts_processes_not_threads() {
+    let _serial = serial();
     let n = count_processes("/bin/sh", &["-c", "/bin/true & /bin/true & wait"]);
     eprintln!("sh tree: {n:?} processes");
     assert!(
@@ -478,6 +427,7 @@ fn task_watcher_counts_processes_not_threads() {
 
 #[test]
 fn doctor_reports_every_check_and_a_method() {
+    let _serial = serial();
     let caps = probe_capabilities();
     for name in [
         "perf_event_open",

@@ -151,7 +151,17 @@ pub fn plumbing_prefix(names: &[&str]) -> usize {
             break;
         }
     }
+    // The program's own `main` (C `main`, Rust `crate::main` — whose inlined frame may be
+    // named just `main`) is the entry: skip any runtime wrapper frames before it.
+    let window = names.len().saturating_sub(1).min(i + 40);
+    if let Some(j) = (i..window).rev().find(|&j| is_main(names[j])) {
+        i = j;
+    }
     i
+}
+
+fn is_main(f: &str) -> bool {
+    f == "main" || f.ends_with("::main")
 }
 
 impl CallTree {
@@ -373,6 +383,19 @@ mod tests {
             "myprog::work",
         ];
         assert_eq!(rust[plumbing_prefix(&rust)], "myprog::main");
+        // Inlined wrappers between the runtime and the program's main (short DWARF names).
+        let inlined = [
+            "_start",
+            "__libc_start_call_main",
+            "main",
+            "std::rt::lang_start_internal",
+            "<&dyn core::ops::function::Fn<()> as core::ops::function::FnOnce<()>>::call_once",
+            "{closure#0}<()>",
+            "__rust_begin_short_backtrace<fn()>",
+            "main",
+            "compute",
+        ];
+        assert_eq!(plumbing_prefix(&inlined), 7);
         let thread = ["clone3", "start_thread", "worker"];
         assert_eq!(plumbing_prefix(&thread), 2);
         // Never empties a stack.

@@ -26,6 +26,8 @@ use crate::report::{self, DeepView, summary::Status};
 use crate::target;
 use crate::ui;
 
+mod hooks;
+
 /// The output folder when none is given.
 pub const DEFAULT_OUT: &str = "profile_output";
 
@@ -74,7 +76,7 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
             &plan.measure,
             &opts,
             &log,
-            &mut || Box::new(measure::NoHooks),
+            &mut || Box::new(hooks::CountProcesses::default()),
             &mut |done, _| {
                 if let Some(pb) = &pb {
                     pb.set_position(u64::from(done));
@@ -131,10 +133,10 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
         }
     }
     if code == 0 && plan.mode != Mode::Bench {
-        rec.warnings.push(
-            "no deep profile was taken: stack sampling is not built into this version yet (steps are empty)"
-                .into(),
-        );
+        if let Some(outcome) = profiled_run(plan, &opts, &log, &mut rec)? {
+            (status, code) = (outcome.status, outcome.code);
+            message = Some(outcome.message);
+        }
     }
     if let Ok(mut l) = log.lock() {
         let _ = l.flush();
@@ -187,6 +189,75 @@ fn status_of(rec: &Recording) -> Status {
     } else {
         Status::Completed
     }
+}
+
+/// How a profiled run that did not simply succeed ended.
+#[derive(Debug)]
+struct Setback {
+    status: Status,
+    code: i32,
+    message: String,
+}
+
+/// The separate, profiled run: sampler attached before exec, stacks symbolized after
+/// the last process exits. Without permission for perf events, `run` keeps its baseline
+/// and says how to fix it; `record` (which asked for nothing else) exits 2.
+fn profiled_run(
+    plan: &SessionPlan,
+    opts: &RunOptions,
+    log: &LogSink,
+    rec: &mut Recording,
+) -> Result<Option<Setback>, Error> {
+    if let Ok(mut l) = log.lock() {
+        let _ = writeln!(
+            l,
+            "=== profmap: profiled run of {} ===",
+            plan.target.argv().join(" ")
+        );
+    }
+    let mut hooks = hooks::Profile::new(plan.sample.clone());
+    let m = match measure::run_once(&plan.target, opts, log, &mut hooks, 1, false) {
+        Ok(m) => m,
+        Err(e @ Error::Permission { .. }) if plan.mode == Mode::Run => {
+            let msg = format!("no deep profile: {e}");
+            rec.warnings.push(msg.clone());
+            return Ok(Some(Setback {
+                status: Status::Blocked,
+                code: 0,
+                message: msg,
+            }));
+        }
+        Err(e) => return Err(e),
+    };
+    let exit = m.exit;
+    let wall_ms = m.wall_ms;
+    rec.profiled_run = Some(m);
+    let raw = hooks.finish()?;
+    let mut prof = crate::symbolize::symbolize(&raw);
+    prof.wall_ms = wall_ms;
+    rec.sampled = Some(prof);
+    if exit == ExitStatus::Interrupted || measure::signals::interrupted() {
+        return Ok(Some(Setback {
+            status: Status::Blocked,
+            code: 130,
+            message:
+                "interrupted by the user during the profiled run; outputs hold what was measured"
+                    .into(),
+        }));
+    }
+    if !exit.success() && !plan.measure.allow_failure {
+        let msg = format!(
+            "the target failed in the profiled run ({}) — the profile covers it up to that point",
+            measure::describe_exit(&exit)
+        );
+        rec.warnings.push(msg.clone());
+        return Ok(Some(Setback {
+            status: Status::Failed,
+            code: 1,
+            message: msg,
+        }));
+    }
+    Ok(None)
 }
 
 /// What was written, for the terminal.
