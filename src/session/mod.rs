@@ -132,11 +132,12 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
             }
         }
     }
-    if code == 0 && plan.mode != Mode::Bench {
-        if let Some(outcome) = profiled_run(plan, &opts, &log, &mut rec)? {
-            (status, code) = (outcome.status, outcome.code);
-            message = Some(outcome.message);
-        }
+    if code == 0
+        && plan.mode != Mode::Bench
+        && let Some(outcome) = profiled_run(plan, &opts, &log, &mut rec)?
+    {
+        (status, code) = (outcome.status, outcome.code);
+        message = Some(outcome.message);
     }
     if let Ok(mut l) = log.lock() {
         let _ = l.flush();
