@@ -16,6 +16,10 @@ extern "C" fn on_signal(_sig: libc::c_int) {
         let sig = if n == 0 { libc::SIGINT } else { libc::SIGKILL };
         // SAFETY: kill is async-signal-safe.
         unsafe { libc::kill(-pgid, sig) };
+    } else if n > 0 {
+        // Asked twice with no target running: stop now.
+        // SAFETY: _exit is async-signal-safe.
+        unsafe { libc::_exit(130) };
     }
 }
 

@@ -140,6 +140,12 @@ pub fn spawn_suspended(spec: &TargetSpec) -> Result<Suspended, Error> {
                 err_w.as_raw_fd(),
                 release_r.as_raw_fd(),
                 error_w.as_raw_fd(),
+                [
+                    release_w.as_raw_fd(),
+                    error_r.as_raw_fd(),
+                    out_r.as_raw_fd(),
+                    err_r.as_raw_fd(),
+                ],
                 &argv_p,
             )
         }
@@ -165,10 +171,16 @@ unsafe fn child_after_fork(
     err_fd: i32,
     release_fd: i32,
     error_fd: i32,
+    parent_ends: [i32; 4],
     argv: &[*const libc::c_char],
 ) -> ! {
     // SAFETY: async-signal-safe syscalls only; argv is NULL-terminated.
     unsafe {
+        // The parent's ends of our pipes: holding the release pipe's write end would keep
+        // our own read from ever seeing EOF when the parent cancels the launch.
+        for fd in parent_ends {
+            libc::close(fd);
+        }
         libc::setpgid(0, 0);
         // Rust ignores SIGPIPE; the target expects the default dispositions and mask.
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);

@@ -1,0 +1,268 @@
+//! The deep profile end to end through the binary: `run` and `record` on fixture
+//! programs whose time split is known by construction, `report` reproducing the map
+//! from the recording, and the flamegraphs and folded stacks that come with it.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::{compile, profmap, read_json, valid_map};
+use serde_json::Value;
+
+fn hotspot_share(map: &Value, function: &str) -> f64 {
+    map["profile_result"]["hotspots"]
+        .as_array()
+        .expect("hotspots")
+        .iter()
+        .filter(|h| h["function"] == function)
+        .map(|h| h["self_share_pct"].as_f64().expect("share"))
+        .sum()
+}
+
+/// Depth-first search of the steps tree for a function.
+fn find_step<'a>(steps: &'a Value, function: &str) -> Option<&'a Value> {
+    for s in steps.as_array()? {
+        if s["function"] == function {
+            return Some(s);
+        }
+        if let Some(found) = find_step(&s["children"], function) {
+            return Some(found);
+        }
+    }
+    None
+}
+
+fn steps(map: &Value) -> &Value {
+    &map["profile_result"]["performance_map"]["steps"]
+}
+
+fn record(out: &Path, program: &Path, args: &[&str]) {
+    profmap()
+        .args(["record", "-q", "--out"])
+        .arg(out)
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .assert()
+        .success();
+}
+
+#[test]
+fn self_time_shares_5_3_2_with_and_without_frame_pointers() {
+    for flags in [
+        &["-fno-omit-frame-pointer"][..],
+        &["-fomit-frame-pointer"][..],
+    ] {
+        let bin = compile("three_funcs", flags);
+        let d = tempfile::tempdir().expect("tempdir");
+        record(d.path(), &bin, &["20000000"]);
+        let map = valid_map(d.path());
+        let shares: Vec<f64> = ["func_a", "func_b", "func_c"]
+            .iter()
+            .map(|f| hotspot_share(&map, f))
+            .collect();
+        let total: f64 = shares.iter().sum();
+        assert!(
+            total > 90.0,
+            "{flags:?}: the three functions hold {total}% of self time"
+        );
+        for (got, want) in shares.iter().zip([50.0, 30.0, 20.0]) {
+            let rel = got / total * 100.0;
+            assert!(
+                (rel - want).abs() <= 5.0,
+                "{flags:?}: share {rel:.1} vs {want} ({shares:?})"
+            );
+        }
+        assert_eq!(map["profile_result"]["bottleneck_classification"], "CPU");
+        let mq = &map["profile_result"]["measurement_quality"];
+        assert_eq!(mq["lost_samples"], 0, "{mq}");
+        let svg =
+            std::fs::read_to_string(d.path().join("flamegraph-cpu.svg")).expect("cpu flamegraph");
+        assert!(svg.contains("func_a") && svg.contains("func_c"));
+    }
+}
+
+#[test]
+fn record_then_report_reproduces_the_same_map() {
+    let bin = compile("three_funcs", &[]);
+    let d = tempfile::tempdir().expect("tempdir");
+    let first = d.path().join("first");
+    record(&first, &bin, &["5000000"]);
+    let second = d.path().join("second");
+    profmap()
+        .args(["report", "-q"])
+        .arg(first.join("profile.json.gz"))
+        .arg("--out")
+        .arg(&second)
+        .assert()
+        .success();
+    let (a, b) = (valid_map(&first), valid_map(&second));
+    for key in [
+        "hotspots",
+        "performance_map",
+        "bottleneck_classification",
+        "top_bottlenecks",
+        "measurement_quality",
+    ] {
+        assert_eq!(
+            a["profile_result"][key], b["profile_result"][key],
+            "{key} differs"
+        );
+    }
+    assert_eq!(
+        std::fs::read(first.join("stacks.folded")).expect("folded"),
+        std::fs::read(second.join("stacks.folded")).expect("folded")
+    );
+}
+
+#[test]
+fn sleeping_and_computing_split_wall_time_and_only_compute_is_on_cpu() {
+    let bin = compile("sleep_compute", &[]);
+    let d = tempfile::tempdir().expect("tempdir");
+    profmap()
+        .args(["run", "-q", "--runs", "1", "--warmup", "0", "--out"])
+        .arg(d.path())
+        .arg("--")
+        .arg(&bin)
+        .assert()
+        .success();
+    let map = valid_map(d.path());
+    let st = steps(&map);
+    let compute = find_step(st, "do_compute").expect("do_compute step");
+    let sleep = find_step(st, "do_sleep").expect("do_sleep step");
+    let (c, s) = (
+        compute["time_share_pct"].as_f64().expect("share"),
+        sleep["time_share_pct"].as_f64().expect("share"),
+    );
+    assert!(
+        (c - 50.0).abs() <= 10.0 && (s - 50.0).abs() <= 10.0,
+        "compute {c}%, sleep {s}%"
+    );
+    assert_eq!(compute["classification"], "CPU");
+    assert_eq!(sleep["classification"], "Idle");
+    // On-CPU time is (almost) only computing: do_sleep's own on-CPU time is the few
+    // samples of entering and leaving the syscall.
+    let (cc, sc) = (
+        compute["cpu_time_ms"].as_f64().expect("cpu"),
+        sleep["cpu_time_ms"].as_f64().expect("cpu"),
+    );
+    assert!(
+        sc < 0.03 * (cc + sc),
+        "on-CPU: compute {cc} ms, sleep {sc} ms"
+    );
+    let cpu_svg = std::fs::read_to_string(d.path().join("flamegraph-cpu.svg")).expect("svg");
+    assert!(cpu_svg.contains("do_compute"));
+    let wall_svg = std::fs::read_to_string(d.path().join("flamegraph.svg")).expect("svg");
+    assert!(wall_svg.contains("do_compute") && wall_svg.contains("do_sleep"));
+    let mq = &map["profile_result"]["measurement_quality"];
+    assert!(
+        mq["overhead_pct"].is_number(),
+        "overhead measured against the baseline: {mq}"
+    );
+    let folded = std::fs::read_to_string(d.path().join("stacks.folded")).expect("folded");
+    assert!(
+        folded
+            .lines()
+            .any(|l| l.contains("do_sleep") && l.contains("[off-cpu"))
+    );
+    let summary = read_json(&d.path().join("summary.json"));
+    assert!(
+        summary["artifacts"]["flamegraph"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("flamegraph.svg"))
+    );
+}
+
+#[test]
+fn threads_and_a_forked_child_appear_in_the_steps() {
+    let d = tempfile::tempdir().expect("tempdir");
+    record(d.path(), &compile("threads", &[]), &[]);
+    let map = valid_map(d.path());
+    let threads = steps(&map)
+        .as_array()
+        .expect("steps")
+        .iter()
+        .filter(|s| s["type"] == "thread")
+        .count();
+    assert!(threads >= 2, "two spinning threads: {}", steps(&map));
+    assert!(find_step(steps(&map), "spin").is_some());
+
+    let d = tempfile::tempdir().expect("tempdir");
+    record(d.path(), &compile("forker", &[]), &[]);
+    let map = valid_map(d.path());
+    let procs = steps(&map)
+        .as_array()
+        .expect("steps")
+        .iter()
+        .filter(|s| s["type"] == "process")
+        .count();
+    assert!(procs >= 2, "parent and child: {}", steps(&map));
+    // The child's main → child_work chain is folded into one step (named main); the
+    // function itself is the top hotspot.
+    assert!(
+        hotspot_share(&map, "child_work") > 40.0,
+        "{}",
+        map["profile_result"]["hotspots"]
+    );
+}
+
+/// Run profmap as the unprivileged user `nobody` (perf_event_paranoid is 2 here).
+fn as_nobody(args: &[&str], out: &Path) -> std::process::Output {
+    std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(assert_cmd::cargo::cargo_bin("profmap"))
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .args(["--", "/bin/true"])
+        .output()
+        .expect("setpriv runs")
+}
+
+#[test]
+fn without_perf_permission_run_keeps_the_baseline_and_record_says_how_to_fix_it() {
+    // SAFETY: getuid cannot fail.
+    if unsafe { libc::getuid() } != 0 {
+        panic!("this test switches to an unprivileged user and must run as root (CI does)");
+    }
+    let paranoid =
+        std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").expect("paranoid");
+    if paranoid.trim().parse::<i32>().expect("number") < 2 {
+        eprintln!(
+            "perf_event_paranoid < 2: unprivileged sampling is allowed here, nothing to check"
+        );
+        return;
+    }
+    let d = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(
+        d.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .expect("chmod");
+    let run = as_nobody(
+        &["run", "-q", "--runs", "1", "--warmup", "0"],
+        &d.path().join("run"),
+    );
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("sysctl kernel.perf_event_paranoid"),
+        "{stderr}"
+    );
+    let map = valid_map(&d.path().join("run"));
+    assert!(map["profile_result"]["performance_map"]["baseline"]["wall_time_ms"].is_number());
+    assert_eq!(
+        read_json(&d.path().join("run/summary.json"))["status"],
+        "blocked"
+    );
+
+    let record = as_nobody(&["record", "-q"], &d.path().join("rec"));
+    assert_eq!(record.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&record.stderr).contains("fix: "));
+}
