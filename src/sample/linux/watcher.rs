@@ -6,7 +6,7 @@
 //! parent's pid). The count includes the target itself. If the kernel dropped records
 //! (PERF_RECORD_LOST) the count is unknown and `finish` says `None` rather than guess.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
@@ -20,6 +20,8 @@ use crate::error::Error;
 #[derive(Debug)]
 pub struct TaskWatcher {
     stop: Option<mpsc::Sender<()>>,
+    /// Written (closed) to wake the thread from poll at once.
+    wake: Option<OwnedFd>,
     thread: Option<JoinHandle<Option<u64>>>,
 }
 
@@ -58,12 +60,14 @@ impl TaskWatcher {
         let info =
             info.ok_or_else(|| Error::Tool("cannot derive the perf record layout".into()))?;
         let (tx, rx) = mpsc::channel::<()>();
+        let (wake_r, wake_w) = wake_pipe()?;
         let thread = std::thread::Builder::new()
             .name("profmap-task-watch".into())
-            .spawn(move || watch_loop(rings, info, rx))
+            .spawn(move || watch_loop(rings, info, rx, wake_r))
             .map_err(|e| Error::Tool(format!("cannot start the task watcher thread: {e}")))?;
         Ok(TaskWatcher {
             stop: Some(tx),
+            wake: Some(wake_w),
             thread: Some(thread),
         })
     }
@@ -73,6 +77,7 @@ impl TaskWatcher {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
+        drop(self.wake.take()); // EOF on the pipe: poll returns now
         self.thread.take()?.join().ok().flatten()
     }
 }
@@ -82,9 +87,32 @@ impl Drop for TaskWatcher {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
+        drop(self.wake.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// A close-on-exec pipe: (read end, write end).
+fn wake_pipe() -> Result<(OwnedFd, OwnedFd), Error> {
+    let mut fds = [0; 2];
+    // SAFETY: fds has room for two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(Error::Tool(format!(
+            "pipe: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    // SAFETY: pipe2 returned two fresh descriptors we now own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn pollfd(fd: i32) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
     }
 }
 
@@ -92,10 +120,12 @@ fn watch_loop(
     mut rings: Vec<Ring>,
     info: RecordParseInfo,
     stop: mpsc::Receiver<()>,
+    wake: OwnedFd,
 ) -> Option<u64> {
     let mut processes = 1u64;
     let mut lost = false;
     let mut buf: Vec<OwnedRecord> = Vec::new();
+    let mut hung = vec![false; rings.len()];
     loop {
         let stopping = !matches!(stop.try_recv(), Err(mpsc::TryRecvError::Empty));
         if stopping {
@@ -123,19 +153,24 @@ fn watch_loop(
         if stopping {
             break;
         }
+        // Wake for new records, or at once when `finish` writes to the wake pipe. Rings
+        // whose tasks have all exited report POLLHUP for good: stop polling those.
         let mut fds: Vec<libc::pollfd> = rings
             .iter()
-            .map(|r| libc::pollfd {
-                fd: r.fd().as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
+            .enumerate()
+            .filter(|(i, _)| !hung[*i])
+            .map(|(_, r)| pollfd(r.fd().as_raw_fd()))
             .collect();
+        fds.push(pollfd(wake.as_raw_fd()));
         // The rings are small: wake often enough that they never fill.
         // SAFETY: fds is a valid array of pollfd.
         unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 10) };
-        if fds.iter().any(|f| f.revents & libc::POLLHUP != 0) {
-            std::thread::sleep(std::time::Duration::from_millis(10));
+        let mut k = 0;
+        for h in hung.iter_mut() {
+            if !*h {
+                *h = fds[k].revents & libc::POLLHUP != 0;
+                k += 1;
+            }
         }
     }
     (!lost).then_some(processes)
