@@ -95,11 +95,11 @@ pub fn summary_table(map: &PerfMap, report_path: &str) -> String {
     if let Some(list) = map.top_bottlenecks.as_array() {
         for (i, b) in list.iter().enumerate() {
             out.push_str(&format!(
-                "  {}. {} ({:.1}%, {})\n",
+                "  {}. [{}] step {}: {}\n",
                 i + 1,
+                b["type"].as_str().unwrap_or("?"),
                 b["step"].as_str().unwrap_or("?"),
-                b["share"].as_f64().unwrap_or(0.0),
-                b["type"].as_str().unwrap_or("?")
+                b["description"].as_str().unwrap_or("")
             ));
         }
     }
