@@ -82,12 +82,8 @@ pub struct RawProcess {
     pub exit_ns: Option<u64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawThread {
-    pub pid: i32,
-    pub tid: i32,
-    pub name: String,
-}
+/// A thread of the target: the same record the profile keeps.
+pub type RawThread = crate::profile::ThreadInfo;
 
 /// Everything a sampling session produced, before symbolization.
 #[derive(Debug, Clone, Default, PartialEq)]

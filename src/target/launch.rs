@@ -87,7 +87,8 @@ fn is_executable(p: &Path) -> bool {
     unsafe { libc::access(c.as_ptr(), libc::X_OK) == 0 }
 }
 
-fn pipe() -> Result<(OwnedFd, OwnedFd), Error> {
+/// A close-on-exec pipe: (read end, write end).
+pub fn pipe() -> Result<(OwnedFd, OwnedFd), Error> {
     let mut fds = [0; 2];
     // SAFETY: fds has room for two descriptors.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {

@@ -6,7 +6,7 @@
 //! parent's pid). The count includes the target itself. If the kernel dropped records
 //! (PERF_RECORD_LOST) the count is unknown and `finish` says `None` rather than guess.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
@@ -60,7 +60,7 @@ impl TaskWatcher {
         let info =
             info.ok_or_else(|| Error::Tool("cannot derive the perf record layout".into()))?;
         let (tx, rx) = mpsc::channel::<()>();
-        let (wake_r, wake_w) = wake_pipe()?;
+        let (wake_r, wake_w) = crate::target::launch::pipe()?;
         let thread = std::thread::Builder::new()
             .name("profmap-task-watch".into())
             .spawn(move || watch_loop(rings, info, rx, wake_r))
@@ -92,20 +92,6 @@ impl Drop for TaskWatcher {
             let _ = t.join();
         }
     }
-}
-
-/// A close-on-exec pipe: (read end, write end).
-fn wake_pipe() -> Result<(OwnedFd, OwnedFd), Error> {
-    let mut fds = [0; 2];
-    // SAFETY: fds has room for two descriptors.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(Error::Tool(format!(
-            "pipe: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
-    // SAFETY: pipe2 returned two fresh descriptors we now own.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 fn pollfd(fd: i32) -> libc::pollfd {
