@@ -117,3 +117,24 @@ fn corrupt_or_foreign_files_are_refused_with_exit_2() {
         .code(2)
         .stderr(predicate::str::contains("no recording"));
 }
+
+/// Snapshots of the performance map and report.md of each fixture recording: any change
+/// to what a user reads shows up as a reviewed diff.
+#[test]
+fn fixture_map_and_report_snapshots() {
+    for f in fixtures() {
+        let name = f.file_stem().expect("stem").to_string_lossy().to_string();
+        let d = tempfile::tempdir().expect("tempdir");
+        profmap()
+            .args(["report", "-q"])
+            .arg(&f)
+            .arg("--out")
+            .arg(d.path())
+            .assert()
+            .success();
+        let map = read_json(&d.path().join("performance_map.json"));
+        insta::assert_json_snapshot!(format!("{name}__map"), map);
+        let md = std::fs::read_to_string(d.path().join("report.md")).expect("report.md");
+        insta::assert_snapshot!(format!("{name}__report_md"), md);
+    }
+}

@@ -289,11 +289,12 @@ pub fn write_outputs(
     if rec.baseline.is_some() {
         add("baseline", "baseline.json");
     }
-    let summary_target = oplan
+    // Relative to the output folder, or absolute when --summary-path puts it elsewhere.
+    let summary_artifact = oplan
         .summary_path
-        .clone()
-        .unwrap_or_else(|| out.join("summary.json"));
-    artifacts.insert("summary".into(), summary_target.display().to_string());
+        .as_ref()
+        .map_or("summary.json".to_string(), |p| p.display().to_string());
+    artifacts.insert("summary".into(), summary_artifact);
 
     if write_rec {
         write_recording(rec, &out.join(RECORDING))?;
