@@ -3,7 +3,9 @@
 //!
 //! A function's self time is the weight of the samples whose innermost user or Python
 //! frame it is (kernel frames only stand in when a stack has no user frame at all, as
-//! in the call tree). Its total time counts each sample once even when the function
+//! in the call tree). Time in a function inlined into its caller counts as the caller's
+//! self time, as `perf report` counts it by default: the hotspot is the function the
+//! machine code belongs to; the steps and flamegraphs keep the inlined frames. Its total time counts each sample once even when the function
 //! recurses. Shares are of the session's total sampled wall time. `on_cpu` is true when
 //! at least half of the self time was on-CPU.
 
@@ -47,11 +49,12 @@ pub fn hotspots(p: &SampledProfile, tree: &CallTree) -> Vec<Hotspot> {
         let NodeLabel::Function { frame } = n.label else {
             continue;
         };
-        let acc = by_fn.entry(frame).or_default();
+        let owner = containing_function(p, tree, i).unwrap_or(frame);
+        let acc = by_fn.entry(owner).or_default();
         acc.self_ns += n.self_wall_ns;
         acc.self_cpu_ns += n.self_cpu_ns;
         if !has_ancestor_with(tree, i, frame) {
-            acc.total_ns += n.wall_ns;
+            by_fn.entry(frame).or_default().total_ns += n.wall_ns;
         }
     }
     let mut rows: Vec<(u32, Acc)> = by_fn.into_iter().filter(|(_, a)| a.self_ns > 0).collect();
@@ -76,6 +79,22 @@ pub fn hotspots(p: &SampledProfile, tree: &CallTree) -> Vec<Hotspot> {
             }
         })
         .collect()
+}
+
+/// The frame of the nearest function node, from `node` up, that was not inlined: the
+/// function whose machine code the samples of `node` ran in.
+fn containing_function(p: &SampledProfile, tree: &CallTree, node: usize) -> Option<u32> {
+    let mut cur = Some(node);
+    while let Some(i) = cur {
+        match tree.nodes[i].label {
+            NodeLabel::Function { frame } if !p.frames[frame as usize].inlined => {
+                return Some(frame);
+            }
+            NodeLabel::Function { .. } => cur = tree.nodes[i].parent,
+            _ => return None,
+        }
+    }
+    None
 }
 
 fn has_ancestor_with(tree: &CallTree, node: usize, frame: u32) -> bool {

@@ -160,9 +160,22 @@ fn expand_frames(raw: &RawProfile, symbolizer: &Symbolizer, unnamed: &mut u64) -
         } else {
             Vec::new()
         };
+        let plt = if path.starts_with('/') {
+            plt_ranges(Path::new(&path))
+        } else {
+            Vec::new()
+        };
         for (k, (i, off)) in items.iter().enumerate() {
+            if plt.iter().any(|(a, b)| (*a..*b).contains(off)) {
+                out[*i] = vec![plt_frame(&modname)];
+                continue;
+            }
             let frames = match results.get(k) {
-                Some(Symbolized::Sym(sym)) => sym_frames(sym, &modname, FrameKind::User),
+                // A symbol whose known size ends before the address is only the nearest
+                // one below it (e.g. `_init` for PLT stubs): not a name for it.
+                Some(Symbolized::Sym(sym)) if !past_end(sym) => {
+                    sym_frames(sym, &modname, FrameKind::User)
+                }
                 _ => {
                     *unnamed += 1;
                     vec![unnamed_frame(&modname, *off, FrameKind::User)]
@@ -226,6 +239,47 @@ fn unnamed_frame(module: &str, off: u64, kind: FrameKind) -> Frame {
         kind,
         inlined: false,
     }
+}
+
+/// File-offset ranges of a binary's PLT sections (`.plt`, `.plt.sec`, `.plt.got`): the
+/// stubs through which calls into other libraries go. Symbol tables have no entry for
+/// them, so the nearest symbol below (often `_init`) would be a wrong name.
+fn plt_ranges(path: &Path) -> Vec<(u64, u64)> {
+    use object::{Object, ObjectSection};
+    let Ok(file) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    // SAFETY: the mapping is read-only and dropped before we return; a binary changing
+    // under us would at worst give wrong ranges, not unsafety in our own memory.
+    let Ok(map) = (unsafe { memmap2::Mmap::map(&file) }) else {
+        return Vec::new();
+    };
+    let Ok(obj) = object::File::parse(&*map) else {
+        return Vec::new();
+    };
+    obj.sections()
+        .filter(|s| {
+            s.name()
+                .is_ok_and(|n| n == ".plt" || n.starts_with(".plt."))
+        })
+        .filter_map(|s| s.file_range().map(|(off, len)| (off, off + len)))
+        .collect()
+}
+
+fn plt_frame(module: &str) -> Frame {
+    Frame {
+        function: format!("[plt stub] {module}"),
+        module: Some(module.to_string()),
+        file: None,
+        line: None,
+        kind: FrameKind::User,
+        inlined: false,
+    }
+}
+
+/// True when the address lies beyond the symbol's known size.
+fn past_end(sym: &Sym<'_>) -> bool {
+    sym.size.is_some_and(|size| sym.offset >= size)
 }
 
 fn sym_frames(sym: &Sym<'_>, module: &str, kind: FrameKind) -> Vec<Frame> {
