@@ -266,3 +266,42 @@ fn without_perf_permission_run_keeps_the_baseline_and_record_says_how_to_fix_it(
     assert_eq!(record.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&record.stderr).contains("fix: "));
 }
+
+/// The session class and the wait breakdown of a recorded program.
+fn class_and_waits(out: &Path) -> (String, Value) {
+    let map = valid_map(out);
+    let pr = &map["profile_result"];
+    (
+        pr["bottleneck_classification"]
+            .as_str()
+            .expect("class")
+            .to_string(),
+        pr["performance_map"]["wait_breakdown_ms"].clone(),
+    )
+}
+
+#[test]
+fn real_kernel_waits_are_classified_lock_and_file() {
+    // Two threads taking turns on a mutex: each is blocked (futex) about half its time.
+    let d = tempfile::tempdir().expect("tempdir");
+    record(d.path(), &compile("lock", &[]), &[]);
+    let (class, waits) = class_and_waits(d.path());
+    assert_eq!(class, "Lock", "{waits}");
+    let (lock, cpu) = (
+        waits["lock"].as_f64().expect("lock"),
+        waits["cpu"].as_f64().expect("cpu"),
+    );
+    assert!(lock > cpu * 0.5, "lock {lock} ms vs cpu {cpu} ms");
+
+    // Writing with fsync after every block: the time goes to waiting for the disk.
+    let d = tempfile::tempdir().expect("tempdir");
+    let data = d.path().join("data.bin");
+    record(
+        &d.path().join("out"),
+        &compile("fsync_writer", &[]),
+        &[data.to_str().expect("utf-8"), "8"],
+    );
+    let (class, waits) = class_and_waits(&d.path().join("out"));
+    assert_eq!(class, "I/O-File", "{waits}");
+    assert!(waits["file"].as_f64().expect("file") > 0.0);
+}
