@@ -21,17 +21,23 @@ fn fixtures() -> Vec<std::path::PathBuf> {
     v
 }
 
+/// `profmap report RECORDING --out <a new tempdir>`.
+fn report_into_tempdir(recording: &Path) -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tempdir");
+    profmap()
+        .args(["report", "-q"])
+        .arg(recording)
+        .arg("--out")
+        .arg(d.path())
+        .assert()
+        .success();
+    d
+}
+
 #[test]
 fn every_fixture_recording_reports_valid_outputs() {
     for f in fixtures() {
-        let d = tempfile::tempdir().expect("tempdir");
-        profmap()
-            .args(["report", "-q"])
-            .arg(&f)
-            .arg("--out")
-            .arg(d.path())
-            .assert()
-            .success();
+        let d = report_into_tempdir(&f);
         let map = valid_map(d.path());
         let pr = &map["profile_result"];
         assert!(
@@ -64,15 +70,7 @@ fn every_fixture_recording_reports_valid_outputs() {
 
 #[test]
 fn report_of_a_report_folder_rewrites_the_same_map() {
-    let f = &fixtures()[0];
-    let d = tempfile::tempdir().expect("tempdir");
-    profmap()
-        .args(["report", "-q"])
-        .arg(f)
-        .arg("--out")
-        .arg(d.path())
-        .assert()
-        .success();
+    let d = report_into_tempdir(&fixtures()[0]);
     let first = read_json(&d.path().join("performance_map.json"));
     // Now from the folder itself (its profile.json.gz), written in place.
     profmap()
@@ -124,14 +122,7 @@ fn corrupt_or_foreign_files_are_refused_with_exit_2() {
 fn fixture_map_and_report_snapshots() {
     for f in fixtures() {
         let name = f.file_stem().expect("stem").to_string_lossy().to_string();
-        let d = tempfile::tempdir().expect("tempdir");
-        profmap()
-            .args(["report", "-q"])
-            .arg(&f)
-            .arg("--out")
-            .arg(d.path())
-            .assert()
-            .success();
+        let d = report_into_tempdir(&f);
         let map = read_json(&d.path().join("performance_map.json"));
         insta::assert_json_snapshot!(format!("{name}__map"), map);
         let md = std::fs::read_to_string(d.path().join("report.md")).expect("report.md");
