@@ -392,8 +392,10 @@ fn two_processes_get_process_steps_and_child_wait_takes_the_child_class() {
     assert_eq!(
         top,
         vec![
-            ("sh (100)", StepType::Process, 50.0),
-            ("worker (101)", StepType::Process, 50.0)
+            // The shell's 80 ms wait is the worker's 80 ms: the session is 80 ms, and
+            // each process spans all of it.
+            ("sh (100)", StepType::Process, 100.0),
+            ("worker (101)", StepType::Process, 100.0)
         ]
     );
     let wait = step(&a.steps, "1.1");
@@ -406,7 +408,7 @@ fn two_processes_get_process_steps_and_child_wait_takes_the_child_class() {
     assert_eq!(write.function, "write_all");
     assert_eq!(write.step_type, StepType::FileIo);
     assert_eq!(write.classification, Classification::IoFile);
-    assert!(close(write.time_share_pct, 37.5));
+    assert!(close(write.time_share_pct, 75.0));
     let crunch = step(&a.steps, "2.1.2");
     assert_eq!(crunch.classification, Classification::Cpu);
     assert_eq!(a.classification, Classification::IoFile);

@@ -305,3 +305,23 @@ fn real_kernel_waits_are_classified_lock_and_file() {
     assert_eq!(class, "I/O-File", "{waits}");
     assert!(waits["file"].as_f64().expect("file") > 0.0);
 }
+
+#[test]
+fn a_shell_waiting_for_the_program_does_not_dilute_its_shares() {
+    let bin = compile("three_funcs", &[]);
+    let d = tempfile::tempdir().expect("tempdir");
+    // `; true` keeps the shell alive, waiting for its child, for the whole run.
+    let script = format!("{} 20000000; true", bin.display());
+    record(d.path(), Path::new("sh"), &["-c", &script]);
+    let map = valid_map(d.path());
+    let a = hotspot_share(&map, "func_a");
+    assert!(
+        (a - 50.0).abs() <= 5.0,
+        "func_a {a}% of the session, not halved by the shell's wait"
+    );
+    let top = &map["profile_result"]["top_bottlenecks"][0];
+    assert_eq!(
+        top["type"], "CPU",
+        "the shell's wait is not a bottleneck: {top}"
+    );
+}

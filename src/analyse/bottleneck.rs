@@ -62,9 +62,19 @@ pub(crate) fn top_bottlenecks(
     refs: &[StepRef],
 ) -> Vec<Bottleneck> {
     let total = tree.total_wall_ns();
+    // A step that mostly waits for children whose own time is profiled is not a
+    // bottleneck of its own: the children's steps are where that time went.
+    let waits_for_profiled_child = |r: &StepRef| {
+        r.nodes.first().is_some_and(|&n| {
+            let node = &tree.nodes[n];
+            tree.has_profiled_child(node.pid)
+                && node.waits_ns[WaitCategory::Child.index()] * 2 > node.wall_ns
+        })
+    };
     let mut cands: Vec<&StepRef> = refs
         .iter()
         .filter(|r| !r.synthetic && r.unexplained_ns > 0 && !r.nodes.is_empty())
+        .filter(|r| !waits_for_profiled_child(r))
         .collect();
     cands.sort_by(|a, b| {
         b.unexplained_ns
@@ -165,7 +175,7 @@ pub(crate) fn detail(
     top: &[Bottleneck],
 ) -> String {
     let root = tree.root();
-    let total = root.wall_ns;
+    let total = tree.total_wall_ns();
     if total == 0 {
         return "no samples were recorded, so there is nothing to classify".to_string();
     }

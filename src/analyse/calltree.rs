@@ -94,6 +94,12 @@ impl CallNode {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallTree {
     pub nodes: Vec<CallNode>,
+    /// Time processes spent waiting for children that were profiled themselves: the
+    /// children's own samples already account for it, so it is left out of the
+    /// session total that shares are taken of (see [`CallTree::total_wall_ns`]).
+    pub explained_child_wait_ns: u64,
+    /// Processes with at least one child process that has samples.
+    pub parents_of_profiled: std::collections::HashSet<i32>,
 }
 
 /// Child lookup key while building.
@@ -174,9 +180,18 @@ impl CallTree {
         &self.nodes[0]
     }
 
-    /// Session wall time: the sum of all sample weights, ns.
+    /// Session wall time, the denominator of every share: the sum of all sample
+    /// weights, less the waits for children whose own time is in the profile (a shell
+    /// waiting 1 s for a program that runs 1 s is 1 s of session time, not 2).
     pub fn total_wall_ns(&self) -> u64 {
-        self.nodes[0].wall_ns
+        self.nodes[0]
+            .wall_ns
+            .saturating_sub(self.explained_child_wait_ns)
+    }
+
+    /// True when process `pid` has a child process with samples of its own.
+    pub fn has_profiled_child(&self, pid: i32) -> bool {
+        self.parents_of_profiled.contains(&pid)
     }
 }
 
@@ -332,7 +347,30 @@ impl<'a> Builder<'a> {
                 leaf.self_cpu_ns += s.weight_ns;
             }
         }
-        CallTree { nodes: self.nodes }
+        let sampled: std::collections::HashSet<i32> = self.nodes[0]
+            .children
+            .iter()
+            .map(|&c| self.nodes[c].pid)
+            .collect();
+        let parents_of_profiled: std::collections::HashSet<i32> = self
+            .p
+            .processes
+            .iter()
+            .filter(|c| sampled.contains(&c.pid))
+            .filter_map(|c| c.ppid)
+            .collect();
+        let explained_child_wait_ns = self.nodes[0]
+            .children
+            .iter()
+            .map(|&c| &self.nodes[c])
+            .filter(|n| parents_of_profiled.contains(&n.pid))
+            .map(|n| n.waits_ns[WaitCategory::Child.index()])
+            .sum();
+        CallTree {
+            nodes: self.nodes,
+            explained_child_wait_ns,
+            parents_of_profiled,
+        }
     }
 }
 

@@ -4,7 +4,8 @@
 //! A function's self time is the weight of the samples whose innermost user or Python
 //! frame it is (kernel frames only stand in when a stack has no user frame at all, as
 //! in the call tree). Time in a function inlined into its caller counts as the caller's
-//! self time, as `perf report` counts it by default: the hotspot is the function the
+//! self time, as `perf report` counts it by default; time spent waiting for a child
+//! process that was profiled too is not self time (the child's hotspots hold it): the hotspot is the function the
 //! machine code belongs to; the steps and flamegraphs keep the inlined frames. Its total time counts each sample once even when the function
 //! recurses. Shares are of the session's total sampled wall time. `on_cpu` is true when
 //! at least half of the self time was on-CPU.
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::profile::SampledProfile;
 
 use super::calltree::{CallTree, NodeLabel};
+use super::classify::WaitCategory;
 use super::steps::{ms, pct};
 
 /// How many hotspots are kept.
@@ -51,7 +53,7 @@ pub fn hotspots(p: &SampledProfile, tree: &CallTree) -> Vec<Hotspot> {
         };
         let owner = containing_function(p, tree, i).unwrap_or(frame);
         let acc = by_fn.entry(owner).or_default();
-        acc.self_ns += n.self_wall_ns;
+        acc.self_ns += n.self_wall_ns - explained_child_wait(tree, i);
         acc.self_cpu_ns += n.self_cpu_ns;
         if !has_ancestor_with(tree, i, frame) {
             by_fn.entry(frame).or_default().total_ns += n.wall_ns;
@@ -95,6 +97,18 @@ fn containing_function(p: &SampledProfile, tree: &CallTree, node: usize) -> Opti
         }
     }
     None
+}
+
+/// Self time of node `i` spent waiting for child processes that were profiled
+/// themselves (their own hotspots show where that time went).
+fn explained_child_wait(tree: &CallTree, i: usize) -> u64 {
+    let n = &tree.nodes[i];
+    if !tree.has_profiled_child(n.pid) {
+        return 0;
+    }
+    let k = WaitCategory::Child.index();
+    let below: u64 = n.children.iter().map(|&c| tree.nodes[c].waits_ns[k]).sum();
+    n.waits_ns[k].saturating_sub(below).min(n.self_wall_ns)
 }
 
 fn has_ancestor_with(tree: &CallTree, node: usize, frame: u32) -> bool {

@@ -14,7 +14,9 @@
 //!
 //! Every share is a share of the session's total sampled wall time: the sum of all
 //! sample weights of all threads of all processes (on-CPU periods plus off-CPU
-//! intervals). With several threads this exceeds the elapsed time of the run.
+//! intervals), less the time processes waited for children that were profiled too
+//! (their own samples account for it). With several threads this exceeds the elapsed
+//! time of the run.
 
 mod bottleneck;
 pub mod calltree;
@@ -195,13 +197,15 @@ pub fn analyse(p: &SampledProfile) -> Analysis {
     let hotspots = hotspots::hotspots(p, &tree);
 
     // Session class: per process, with its own child resolution.
+    // Waits for profiled children are left out: the children's own time stands for them.
     let mut per_class = [0u64; Classification::ALL.len()];
     for &c in &tree.root().children {
         let n = &tree.nodes[c];
-        for (acc, t) in per_class
-            .iter_mut()
-            .zip(classes.per_class(&n.waits_ns, n.pid))
-        {
+        let mut waits = n.waits_ns;
+        if tree.has_profiled_child(n.pid) {
+            waits[WaitCategory::Child.index()] = 0;
+        }
+        for (acc, t) in per_class.iter_mut().zip(classes.per_class(&waits, n.pid)) {
             *acc += t;
         }
     }
