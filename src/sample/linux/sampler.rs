@@ -68,7 +68,20 @@ enum SwitchSource {
     SoftwareEvent,
 }
 
-fn stack_fields(attr: &mut b::perf_event_attr, stack_bytes: u32) {
+/// Sampling scope: kernel + user, or user space only (what `perf_event_paranoid = 2`
+/// allows an unprivileged user on their own processes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    Full,
+    UserOnly,
+}
+
+fn stack_fields(attr: &mut b::perf_event_attr, stack_bytes: u32, scope: Scope) {
+    if scope == Scope::UserOnly {
+        attr.set_exclude_kernel(1);
+        attr.set_exclude_hv(1);
+        attr.set_exclude_callchain_kernel(1);
+    }
     attr.sample_type = sys::SAMPLE_IDENTIFIER
         | sys::SAMPLE_IP
         | sys::SAMPLE_TID
@@ -88,7 +101,13 @@ fn stack_fields(attr: &mut b::perf_event_attr, stack_bytes: u32) {
     attr.clockid = libc::CLOCK_MONOTONIC;
 }
 
-fn on_cpu_attr(ev: OnCpuEvent, freq: u32, stack_bytes: u32, wakeup: u32) -> b::perf_event_attr {
+fn on_cpu_attr(
+    ev: OnCpuEvent,
+    freq: u32,
+    stack_bytes: u32,
+    wakeup: u32,
+    scope: Scope,
+) -> b::perf_event_attr {
     let mut attr = match ev {
         OnCpuEvent::Cycles => {
             sys::new_attr(b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_CPU_CYCLES as u64)
@@ -97,7 +116,7 @@ fn on_cpu_attr(ev: OnCpuEvent, freq: u32, stack_bytes: u32, wakeup: u32) -> b::p
             sys::new_attr(b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_CPU_CLOCK as u64)
         }
     };
-    stack_fields(&mut attr, stack_bytes);
+    stack_fields(&mut attr, stack_bytes, scope);
     attr.set_freq(1);
     attr.__bindgen_anon_1.sample_freq = u64::from(freq);
     attr.set_mmap(1);
@@ -119,7 +138,7 @@ fn switch_attr(src: &SwitchSource, stack_bytes: u32) -> b::perf_event_attr {
             b::PERF_COUNT_SW_CONTEXT_SWITCHES as u64,
         ),
     };
-    stack_fields(&mut attr, stack_bytes);
+    stack_fields(&mut attr, stack_bytes, Scope::Full);
     if matches!(src, SwitchSource::Tracepoint { .. }) {
         attr.sample_type |= sys::SAMPLE_RAW;
     }
@@ -204,43 +223,62 @@ impl PerfSampler {
         let ring = ring_bytes(freq, stack_bytes, cpus.len());
         let wakeup = (ring / 4) as u32;
 
-        // Pick the on-CPU event with the first CPU.
+        // Pick the on-CPU event and the scope with the first CPU: cycles, else cpu-clock;
+        // kernel + user, else (not permitted) user space only.
         let first = *cpus.first().unwrap_or(&0);
-        let mut ev = OnCpuEvent::Cycles;
-        let mut attr = on_cpu_attr(ev, freq, stack_bytes, wakeup);
-        let first_fd = match sys::open(&mut attr, pid, first, -1) {
-            Ok(fd) => fd,
-            Err(e) if is_permission(&e) => return Err(permission_error(&e)),
-            Err(_) => {
-                ev = OnCpuEvent::CpuClock;
-                attr = on_cpu_attr(ev, freq, stack_bytes, wakeup);
-                match sys::open(&mut attr, pid, first, -1) {
-                    Ok(fd) => fd,
-                    Err(e) if is_permission(&e) => return Err(permission_error(&e)),
-                    Err(e) => {
+        let mut choice = None;
+        let mut refused = None;
+        'pick: for scope in [Scope::Full, Scope::UserOnly] {
+            for ev in [OnCpuEvent::Cycles, OnCpuEvent::CpuClock] {
+                let mut a = on_cpu_attr(ev, freq, stack_bytes, wakeup, scope);
+                match sys::open(&mut a, pid, first, -1) {
+                    Ok(fd) => {
+                        choice = Some((ev, scope, a, fd));
+                        break 'pick;
+                    }
+                    Err(e) if is_permission(&e) => {
+                        refused.get_or_insert(e);
+                    }
+                    Err(e) if ev == OnCpuEvent::CpuClock && refused.is_none() => {
                         return Err(Error::Tool(format!(
                             "perf_event_open(cpu-clock) on pid {pid}: {e}"
                         )));
                     }
+                    Err(_) => {}
                 }
             }
+        }
+        let Some((ev, scope, attr, first_fd)) = choice else {
+            let e = refused.unwrap_or_else(|| std::io::Error::from_raw_os_error(libc::EACCES));
+            return Err(permission_error(&e));
         };
         let main_info = sys::parse_info(&attr)
             .ok_or_else(|| Error::Tool("cannot derive the perf record layout".into()))?;
 
-        // Pick the switch-out source.
+        // Pick the switch-out source (none can be had in user-only scope: the switch
+        // happens in the kernel).
         let mut warnings = Vec::new();
         let mut sources = Vec::new();
-        match tracefs::tracepoint("sched", "sched_switch") {
-            Some(tp) => sources.push(SwitchSource::Tracepoint {
-                id: tp.id,
-                prev_state: tp.field("prev_state"),
-            }),
-            None => {
-                warnings.push("tracefs not available: off-CPU state S/D not told apart".to_string())
-            }
+        if scope == Scope::UserOnly {
+            let p = sys::read_int("/proc/sys/kernel/perf_event_paranoid")
+                .map_or("unknown".to_string(), |p| p.to_string());
+            warnings.push(format!(
+                "user-space sampling only (kernel.perf_event_paranoid = {p}, not root): no kernel \
+                 frames, and off-CPU time has durations but no stacks — fix: sudo sysctl \
+                 kernel.perf_event_paranoid=1, or run as root"
+            ));
         }
-        sources.push(SwitchSource::SoftwareEvent);
+        if scope == Scope::Full {
+            match tracefs::tracepoint("sched", "sched_switch") {
+                Some(tp) => sources.push(SwitchSource::Tracepoint {
+                    id: tp.id,
+                    prev_state: tp.field("prev_state"),
+                }),
+                None => warnings
+                    .push("tracefs not available: off-CPU state S/D not told apart".to_string()),
+            }
+            sources.push(SwitchSource::SoftwareEvent);
+        }
 
         let mut opened = Opened {
             rings: Vec::new(),
@@ -254,7 +292,7 @@ impl PerfSampler {
             let main_fd = match first_fd.take() {
                 Some(fd) => fd,
                 None => {
-                    let mut a = on_cpu_attr(ev, freq, stack_bytes, wakeup);
+                    let mut a = on_cpu_attr(ev, freq, stack_bytes, wakeup, scope);
                     sys::open(&mut a, pid, cpu, -1).map_err(|e| {
                         if is_permission(&e) {
                             permission_error(&e)
@@ -324,10 +362,12 @@ impl PerfSampler {
                 "context-switches"
             }
             None => {
-                warnings.push(
-                    "no switch-out event could be opened: off-CPU intervals have no stacks"
-                        .to_string(),
-                );
+                if scope == Scope::Full {
+                    warnings.push(
+                        "no switch-out event could be opened: off-CPU intervals have no stacks"
+                            .to_string(),
+                    );
+                }
                 "context-switch records"
             }
         };
@@ -335,8 +375,12 @@ impl PerfSampler {
             OnCpuEvent::Cycles => "cycles",
             OnCpuEvent::CpuClock => "cpu-clock",
         };
+        let scope_note = match scope {
+            Scope::Full => "",
+            Scope::UserOnly => ", user space only",
+        };
         let description = format!(
-            "perf_event {ev_name} + {switch_name}, dwarf unwinding ({stack_bytes} B stack copies)"
+            "perf_event {ev_name} + {switch_name}, dwarf unwinding ({stack_bytes} B stack copies){scope_note}"
         );
         let nominal = match ev {
             OnCpuEvent::Cycles => Some(1_000_000_000 / u64::from(freq)),

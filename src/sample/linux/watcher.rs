@@ -39,6 +39,10 @@ impl TaskWatcher {
             attr.set_inherit(1);
             attr.set_enable_on_exec(1);
             attr.set_task(1);
+            // Only side-band task records are wanted: user scope is enough, and is what
+            // an unprivileged user may open (perf_event_paranoid = 2).
+            attr.set_exclude_kernel(1);
+            attr.set_exclude_hv(1);
             attr.set_sample_id_all(1);
             attr.__bindgen_anon_1.sample_period = 1;
             let fd = sys::open(&mut attr, pid, cpu, -1).map_err(|e| {
