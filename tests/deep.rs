@@ -337,3 +337,40 @@ fn a_shell_waiting_for_the_program_does_not_dilute_its_shares() {
         "the shell's wait is not a bottleneck: {top}"
     );
 }
+
+#[test]
+fn where_perf_events_are_refused_run_keeps_the_baseline_and_record_exits_2() {
+    // A seccomp filter refuses perf_event_open, as a container profile can.
+    let no_perf = compile("no_perf", &[]);
+    let d = tempfile::tempdir().expect("tempdir");
+    let pm = assert_cmd::cargo::cargo_bin("profmap");
+    let run = std::process::Command::new(&no_perf)
+        .arg(&pm)
+        .args(["run", "-q", "--runs", "1", "--warmup", "0", "--out"])
+        .arg(d.path().join("run"))
+        .args(["--", "/bin/true"])
+        .output()
+        .expect("runs");
+    assert_eq!(run.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("not permitted") && stderr.contains("fix:"),
+        "{stderr}"
+    );
+    let map = valid_map(&d.path().join("run"));
+    assert!(map["profile_result"]["performance_map"]["baseline"]["wall_time_ms"].is_number());
+    assert_eq!(
+        read_json(&d.path().join("run/summary.json"))["status"],
+        "blocked"
+    );
+
+    let record = std::process::Command::new(&no_perf)
+        .arg(&pm)
+        .args(["record", "-q", "--out"])
+        .arg(d.path().join("rec"))
+        .args(["--", "/bin/true"])
+        .output()
+        .expect("runs");
+    assert_eq!(record.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&record.stderr).contains("fix: "));
+}

@@ -159,6 +159,11 @@ fn permission_error(err: &std::io::Error) -> Error {
         None => err.to_string(),
     };
     let fix = match paranoid {
+        // Root bypasses perf_event_paranoid: something else refuses the syscall.
+        _ if sys::is_root() => "profmap runs as root, so perf_event_paranoid is not the cause: a seccomp \
+            profile or container policy blocks perf_event_open — allow it (e.g. docker run \
+            --cap-add PERFMON --security-opt seccomp=unconfined)"
+            .to_string(),
         Some(p) if p > 1 => "sudo sysctl kernel.perf_event_paranoid=1  (or run profmap as root / with CAP_PERFMON)".to_string(),
         _ => "run profmap as root or grant it CAP_PERFMON (sudo setcap cap_perfmon,cap_sys_ptrace+ep $(which profmap)); in a container, allow perf_event_open in the seccomp profile".to_string(),
     };
