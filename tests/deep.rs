@@ -37,6 +37,16 @@ fn steps(map: &Value) -> &Value {
     &map["profile_result"]["performance_map"]["steps"]
 }
 
+/// How many top-level steps have this type.
+fn top_steps_of_type(map: &Value, step_type: &str) -> usize {
+    steps(map)
+        .as_array()
+        .expect("steps")
+        .iter()
+        .filter(|s| s["type"] == step_type)
+        .count()
+}
+
 fn record(out: &Path, program: &Path, args: &[&str]) {
     profmap()
         .args(["record", "-q", "--out"])
@@ -179,24 +189,14 @@ fn threads_and_a_forked_child_appear_in_the_steps() {
     let d = tempfile::tempdir().expect("tempdir");
     record(d.path(), &compile("threads", &[]), &[]);
     let map = valid_map(d.path());
-    let threads = steps(&map)
-        .as_array()
-        .expect("steps")
-        .iter()
-        .filter(|s| s["type"] == "thread")
-        .count();
+    let threads = top_steps_of_type(&map, "thread");
     assert!(threads >= 2, "two spinning threads: {}", steps(&map));
     assert!(find_step(steps(&map), "spin").is_some());
 
     let d = tempfile::tempdir().expect("tempdir");
     record(d.path(), &compile("forker", &[]), &[]);
     let map = valid_map(d.path());
-    let procs = steps(&map)
-        .as_array()
-        .expect("steps")
-        .iter()
-        .filter(|s| s["type"] == "process")
-        .count();
+    let procs = top_steps_of_type(&map, "process");
     assert!(procs >= 2, "parent and child: {}", steps(&map));
     // The child's main → child_work chain is folded into one step (named main); the
     // function itself is the top hotspot.
