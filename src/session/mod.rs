@@ -140,6 +140,12 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
         message = Some(outcome.message);
     }
     if let Ok(mut l) = log.lock() {
+        for w in &rec.warnings {
+            let _ = writeln!(l, "profmap: warning: {w}");
+        }
+        if let Some(m) = &message {
+            let _ = writeln!(l, "profmap: {m}");
+        }
         let _ = l.flush();
     }
     let written = write_outputs(&rec, &out, &plan.output, status, message.as_deref(), true)?;
