@@ -27,7 +27,7 @@ pub enum Error {
     /// The target failed during the baseline; outputs were written.
     #[error("{0}")]
     TargetFailed(String),
-    #[error("interrupted")]
+    #[error("interrupted before any run finished: nothing was measured")]
     Interrupted,
     #[error("{0}")]
     Tool(String),

@@ -214,7 +214,18 @@ fn ctrl_c_is_forwarded_and_outputs_are_written() {
         .arg(d.path())
         .args(["--", "sleep", "42.5"]);
     let mut child = child.spawn().expect("spawn profmap");
-    std::thread::sleep(Duration::from_millis(700));
+    // Wait until the target runs (a loaded machine can take a while to get there).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let found = std::process::Command::new("pgrep")
+            .args(["-f", "^sleep 42.5"])
+            .output()
+            .expect("pgrep");
+        if !found.stdout.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // SAFETY: plain kill on our child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait().expect("wait");

@@ -55,8 +55,15 @@ pub fn run_baseline(
         if let Ok(mut l) = log.lock() {
             let _ = writeln!(l, "=== profmap: {label} of {} ===", spec.argv().join(" "));
         }
+        if signals::interrupted() {
+            return Ok((baseline, Outcome::Interrupted));
+        }
         let mut hooks = make_hooks();
-        let m = run_once(spec, opts, log, hooks.as_mut(), i + 1, warmup)?;
+        let m = match run_once(spec, opts, log, hooks.as_mut(), i + 1, warmup) {
+            Ok(m) => m,
+            Err(Error::Interrupted) => return Ok((baseline, Outcome::Interrupted)),
+            Err(e) => return Err(e),
+        };
         let exit = m.exit;
         if let Ok(mut l) = log.lock() {
             let _ = writeln!(

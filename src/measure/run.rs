@@ -97,6 +97,13 @@ pub fn run_once(
         return Err(e);
     }
     signals::set_target(pid);
+    if signals::interrupted() {
+        // Ctrl-C came while the target was being set up: do not start it at all.
+        signals::set_target(0);
+        drop(susp);
+        target::launch::reap(pid);
+        return Err(Error::Interrupted);
+    }
     let start = Instant::now();
     let launched = match susp.release(&spec.program) {
         Ok(l) => l,

@@ -125,6 +125,9 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
                 message = Some(msg);
                 code = 1;
             }
+            Outcome::Interrupted if rec.baseline.as_ref().is_none_or(|b| b.runs.is_empty()) => {
+                return Err(Error::Interrupted);
+            }
             Outcome::Interrupted => {
                 status = Status::Blocked;
                 message = Some("interrupted by the user; outputs hold what was measured".into());
@@ -225,6 +228,14 @@ fn profiled_run(
     let mut hooks = hooks::Profile::new(plan.sample.clone());
     let m = match measure::run_once(&plan.target, opts, log, &mut hooks, 1, false) {
         Ok(m) => m,
+        Err(Error::Interrupted) if rec.baseline.is_none() => return Err(Error::Interrupted),
+        Err(Error::Interrupted) => {
+            return Ok(Some(Setback {
+                status: Status::Blocked,
+                code: 130,
+                message: "interrupted by the user before the profiled run started".into(),
+            }));
+        }
         Err(e @ Error::Permission { .. }) if plan.mode == Mode::Run => {
             let msg = format!("no deep profile: {e}");
             rec.warnings.push(msg.clone());
