@@ -137,8 +137,15 @@ pub fn run_once(
             Err(RecvTimeoutError::Timeout) => {
                 tree::signal_tree(pid, libc::SIGTERM);
                 if let Err(RecvTimeoutError::Timeout) = done_rx.recv_timeout(grace) {
-                    tree::signal_tree(pid, libc::SIGKILL);
-                    let _ = done_rx.recv();
+                    // Repeat until the tree is gone: a process orphaned by a kill is
+                    // reparented to us a moment later and must be caught on a later pass.
+                    loop {
+                        tree::signal_tree(pid, libc::SIGKILL);
+                        match done_rx.recv_timeout(Duration::from_millis(50)) {
+                            Err(RecvTimeoutError::Timeout) => continue,
+                            _ => break,
+                        }
+                    }
                 }
                 true
             }

@@ -39,12 +39,15 @@ pub fn descendants_of_self() -> Vec<i32> {
 /// Send `sig` to the target's process group and to every descendant of this process
 /// (some may have left the group with setsid).
 pub fn signal_tree(pgid: i32, sig: i32) {
+    // List first: once the group is killed, its members' children are being reparented
+    // and would be missing from both the old and the new parent's list for a moment.
+    let tree = descendants_of_self();
     // SAFETY: plain kill syscalls; a vanished pid only yields ESRCH.
     unsafe {
         if pgid > 0 {
             libc::kill(-pgid, sig);
         }
-        for p in descendants_of_self() {
+        for p in tree {
             libc::kill(p, sig);
         }
     }
