@@ -69,6 +69,14 @@ fn compile_c(dir: &Path, name: &str, src: &str, flags: &[&str]) -> PathBuf {
     out
 }
 
+/// Compile a C fixture at -O2 into a fresh tempdir and profile it (no arguments).
+fn profile_c(name: &str, src: &str) -> (tempfile::TempDir, SampledProfile) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c(dir.path(), name, src, &["-O2"]);
+    let prof = profile(exe.to_str().expect("utf8 path"), &[]);
+    (dir, prof)
+}
+
 fn plan() -> SamplePlan {
     SamplePlan {
         frequency_hz: 999,
@@ -190,9 +198,7 @@ const SLEEP_COMPUTE: &str = include_str!("fixtures/c/sleep_compute.c");
 #[test]
 fn off_cpu_sleep_versus_compute() {
     let _serial = serial();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let exe = compile_c(dir.path(), "sleepy", SLEEP_COMPUTE, &["-O2"]);
-    let prof = profile(exe.to_str().expect("utf8 path"), &[]);
+    let (_dir, prof) = profile_c("sleepy", SLEEP_COMPUTE);
     let mut compute_w = 0u64;
     let mut sleep_w = 0u64;
     let mut on_total = 0u64;
@@ -275,9 +281,7 @@ const FORKER: &str = include_str!("fixtures/c/forker.c");
 #[test]
 fn threads_and_forked_children_are_followed() {
     let _serial = serial();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let exe = compile_c(dir.path(), "threads", THREADS, &["-O2"]);
-    let prof = profile(exe.to_str().expect("utf8 path"), &[]);
+    let (_dir, prof) = profile_c("threads", THREADS);
     let mut per_tid: HashMap<i32, u64> = HashMap::new();
     for s in prof.samples.iter().filter(|s| s.kind == SampleKind::OnCpu) {
         if names(&prof, s.stack).iter().any(|f| f == "spin") {
@@ -292,8 +296,7 @@ fn threads_and_forked_children_are_followed() {
     );
     assert!(prof.threads.len() >= 3, "threads: {:?}", prof.threads);
 
-    let exe = compile_c(dir.path(), "forker", FORKER, &["-O2"]);
-    let prof = profile(exe.to_str().expect("utf8 path"), &[]);
+    let (_dir, prof) = profile_c("forker", FORKER);
     let parent = prof
         .processes
         .iter()

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::error::Error;
 use crate::plan::{
     MeasurePlan, Mode, OutputPlan, Plan, ReportPlan, SamplePlan, SessionPlan, TargetSpec,
 };
@@ -203,11 +202,6 @@ fn session(mode: Mode, a: SessionArgs) -> Plan {
         },
         output: output(a.out, a.run_id, a.summary_path),
     })
-}
-
-/// Errors of this module's own making (kept for symmetry with other stages).
-pub fn usage_error(msg: &str) -> Error {
-    Error::Usage(format!("{msg}\n{EXAMPLES}"))
 }
 
 #[cfg(test)]

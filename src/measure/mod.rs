@@ -8,7 +8,7 @@ pub mod procfs;
 pub mod run;
 pub mod signals;
 
-pub use run::{Echo, LogSink, NoHooks, RunHooks, RunOptions, monotonic_ns, run_once};
+pub use run::{Echo, LogSink, RunHooks, RunOptions, monotonic_ns, run_once};
 
 use std::io::Write;
 

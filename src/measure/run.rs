@@ -55,11 +55,6 @@ pub trait RunHooks {
     }
 }
 
-/// Hooks that do nothing.
-#[derive(Debug)]
-pub struct NoHooks;
-impl RunHooks for NoHooks {}
-
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub timeout: Option<Duration>,
