@@ -31,6 +31,9 @@ pub struct Hotspot {
     pub location: Option<String>,
     pub self_time_ms: f64,
     pub self_share_pct: f64,
+    /// The part of the self time spent on a CPU (the rest is off-CPU: waiting or
+    /// preempted).
+    pub self_cpu_time_ms: f64,
     pub total_time_ms: f64,
     pub total_share_pct: f64,
     pub on_cpu: bool,
@@ -75,6 +78,7 @@ pub fn hotspots(p: &SampledProfile, tree: &CallTree) -> Vec<Hotspot> {
                 location: f.location(),
                 self_time_ms: ms(a.self_ns),
                 self_share_pct: pct(a.self_ns, total),
+                self_cpu_time_ms: ms(a.self_cpu_ns),
                 total_time_ms: ms(a.total_ns),
                 total_share_pct: pct(a.total_ns, total),
                 on_cpu: a.self_cpu_ns * 2 >= a.self_ns,

@@ -216,6 +216,9 @@ fn render_hotspots(o: &mut String, h: &Value) {
                 x["function"].as_str().unwrap_or("?").to_string(),
                 f(x["self_time_ms"].as_f64().unwrap_or(0.0), 1),
                 f(x["self_share_pct"].as_f64().unwrap_or(0.0), 1),
+                x["self_cpu_time_ms"]
+                    .as_f64()
+                    .map_or("".into(), |v| f(v, 1)),
                 x["total_share_pct"].as_f64().map_or("".into(), |v| f(v, 1)),
                 if x["on_cpu"].as_bool().unwrap_or(false) {
                     "on-CPU"
@@ -231,7 +234,14 @@ fn render_hotspots(o: &mut String, h: &Value) {
     table(
         o,
         &[
-            "function", "self ms", "self %", "total %", "where", "module", "location",
+            "function",
+            "self ms",
+            "self %",
+            "self CPU ms",
+            "total %",
+            "where",
+            "module",
+            "location",
         ],
         &rows,
     );
