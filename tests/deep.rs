@@ -409,3 +409,85 @@ fn where_perf_events_are_refused_run_keeps_the_baseline_and_record_exits_2() {
     assert_eq!(record.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&record.stderr).contains("fix: "));
 }
+
+/// Removes a file when dropped (the debug file this test puts under /usr/lib/debug).
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir(dir); // only if empty
+        }
+    }
+}
+
+fn tool(program: &str, args: &[&std::ffi::OsStr]) -> String {
+    let out = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(out.status.success(), "{program} {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_stripped_binary_is_named_from_its_build_id_debug_file() {
+    let _one = serial();
+    // SAFETY: getuid cannot fail.
+    if unsafe { libc::getuid() } != 0 {
+        panic!("this test installs debug files under /usr/lib/debug and must run as root");
+    }
+    // As distributions ship it (a debug link naming the build-ID file), and a plain
+    // `strip` that leaves only the build ID to go by.
+    for with_link in [true, false] {
+        // A build ID of our own, so the debug file cannot clash with an installed one.
+        let id = format!(
+            "{:016x}{:08x}{:02x}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock")
+                .as_nanos() as u64,
+            std::process::id(),
+            u8::from(with_link)
+        );
+        let d = tempfile::tempdir().expect("tempdir");
+        let prog = d.path().join("three_funcs");
+        std::fs::copy(
+            compile("three_funcs", &[&format!("-Wl,--build-id=0x{id}")]),
+            &prog,
+        )
+        .expect("copy fixture");
+        let dir = Path::new("/usr/lib/debug/.build-id").join(&id[..2]);
+        std::fs::create_dir_all(&dir).expect("debug dir");
+        let debug = RemoveOnDrop(dir.join(format!("{}.debug", &id[2..])));
+        let (prog_os, debug_os) = (prog.as_os_str(), debug.0.as_os_str());
+        tool(
+            "objcopy",
+            &["--only-keep-debug".as_ref(), prog_os, debug_os],
+        );
+        tool("strip", &["--strip-all".as_ref(), prog_os]);
+        if with_link {
+            let link =
+                std::ffi::OsString::from(format!("--add-gnu-debuglink={}", debug.0.display()));
+            tool("objcopy", &[&link, prog_os]);
+        }
+        let symbols = tool("readelf", &["-s".as_ref(), prog_os]);
+        assert!(!symbols.contains("func_a"), "strip left symbols: {symbols}");
+
+        record(&d.path().join("out"), &prog, &["5000000"]);
+        let map = valid_map(&d.path().join("out"));
+        let hotspots = &map["profile_result"]["hotspots"];
+        let hot = hotspots
+            .as_array()
+            .expect("hotspots")
+            .iter()
+            .find(|h| h["function"] == "func_a")
+            .unwrap_or_else(|| panic!("link {with_link}: func_a not named: {hotspots}"));
+        let location = hot["location"].as_str().unwrap_or_default();
+        assert!(
+            location.contains("three_funcs.c:"),
+            "link {with_link}: {hot}"
+        );
+    }
+}

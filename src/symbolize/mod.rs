@@ -11,6 +11,8 @@
 //!   code, address for kernel and anonymous code) — never a guessed neighbour.
 //! - Stacks are re-interned as a prefix tree, root first, over the symbolized frames.
 
+mod debugfile;
+
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -153,10 +155,7 @@ fn expand_frames(raw: &RawProfile, symbolizer: &Symbolizer, unnamed: &mut u64) -
         let modname = basename(&path);
         let offsets: Vec<u64> = items.iter().map(|(_, o)| *o).collect();
         let results = if path.starts_with('/') {
-            let src = Source::Elf(Elf::new(&path));
-            symbolizer
-                .symbolize(&src, Input::FileOffset(&offsets))
-                .unwrap_or_default()
+            symbolize_module(symbolizer, Path::new(&path), &offsets)
         } else {
             Vec::new()
         };
@@ -228,6 +227,30 @@ fn expand_frames(raw: &RawProfile, symbolizer: &Symbolizer, unnamed: &mut u64) -
         }
     }
     out
+}
+
+/// Symbolize file offsets of one binary: through its build-ID debug file when it has
+/// one without a debug link (see [`debugfile`]), otherwise the binary itself.
+fn symbolize_module<'s>(
+    symbolizer: &'s Symbolizer,
+    path: &Path,
+    offsets: &[u64],
+) -> Vec<Symbolized<'s>> {
+    if let Some(debug) = debugfile::find(path) {
+        // Offsets no segment maps get address 0, which names nothing.
+        let addrs: Vec<u64> = offsets
+            .iter()
+            .map(|o| debug.vaddr(*o).unwrap_or(0))
+            .collect();
+        let src = Source::Elf(Elf::new(&debug.path));
+        return symbolizer
+            .symbolize(&src, Input::VirtOffset(&addrs))
+            .unwrap_or_default();
+    }
+    let src = Source::Elf(Elf::new(path));
+    symbolizer
+        .symbolize(&src, Input::FileOffset(offsets))
+        .unwrap_or_default()
 }
 
 fn unnamed_frame(module: &str, off: u64, kind: FrameKind) -> Frame {
