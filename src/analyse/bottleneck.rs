@@ -62,19 +62,18 @@ pub(crate) fn top_bottlenecks(
     refs: &[StepRef],
 ) -> Vec<Bottleneck> {
     let total = tree.total_wall_ns();
-    // A step that mostly waits for children whose own time is profiled is not a
-    // bottleneck of its own: the children's steps are where that time went.
-    let waits_for_profiled_child = |r: &StepRef| {
+    // A step that mostly waits for profiled work (children, joined threads) is not a
+    // bottleneck of its own: that work's steps are where the time went.
+    let waits_for_profiled_work = |r: &StepRef| {
         r.nodes.first().is_some_and(|&n| {
             let node = &tree.nodes[n];
-            tree.has_profiled_child(node.pid)
-                && node.waits_ns[WaitCategory::Child.index()] * 2 > node.wall_ns
+            tree.explained_ns(node.pid, &node.waits_ns) * 2 > node.wall_ns
         })
     };
     let mut cands: Vec<&StepRef> = refs
         .iter()
         .filter(|r| !r.synthetic && r.unexplained_ns > 0 && !r.nodes.is_empty())
-        .filter(|r| !waits_for_profiled_child(r))
+        .filter(|r| !waits_for_profiled_work(r))
         .collect();
     cands.sort_by(|a, b| {
         b.unexplained_ns

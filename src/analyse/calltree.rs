@@ -94,10 +94,10 @@ impl CallNode {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallTree {
     pub nodes: Vec<CallNode>,
-    /// Time processes spent waiting for children that were profiled themselves: the
-    /// children's own samples already account for it, so it is left out of the
+    /// Time spent waiting for work that was profiled itself ([`CallTree::explained`]):
+    /// that work's own samples already account for it, so it is left out of the
     /// session total that shares are taken of (see [`CallTree::total_wall_ns`]).
-    pub explained_child_wait_ns: u64,
+    pub explained_wait_ns: u64,
     /// Processes with at least one child process that has samples.
     pub parents_of_profiled: std::collections::HashSet<i32>,
 }
@@ -181,17 +181,32 @@ impl CallTree {
     }
 
     /// Session wall time, the denominator of every share: the sum of all sample
-    /// weights, less the waits for children whose own time is in the profile (a shell
+    /// weights, less the waits for work whose own time is in the profile (a shell
     /// waiting 1 s for a program that runs 1 s is 1 s of session time, not 2).
     pub fn total_wall_ns(&self) -> u64 {
-        self.nodes[0]
-            .wall_ns
-            .saturating_sub(self.explained_child_wait_ns)
+        self.nodes[0].wall_ns.saturating_sub(self.explained_wait_ns)
     }
 
     /// True when process `pid` has a child process with samples of its own.
     pub fn has_profiled_child(&self, pid: i32) -> bool {
         self.parents_of_profiled.contains(&pid)
+    }
+
+    /// The wait categories of process `pid` whose time other profiled work stands for:
+    /// joins (the joined thread is in the process, so always profiled), and waits for
+    /// child processes when its children were profiled.
+    pub fn explained(&self, pid: i32) -> &'static [WaitCategory] {
+        if self.has_profiled_child(pid) {
+            &[WaitCategory::Child, WaitCategory::Join]
+        } else {
+            &[WaitCategory::Join]
+        }
+    }
+
+    /// The part of `waits` (of a node of process `pid`) that [`CallTree::explained`]
+    /// leaves out.
+    pub fn explained_ns(&self, pid: i32, waits: &[u64; WaitCategory::ALL.len()]) -> u64 {
+        self.explained(pid).iter().map(|c| waits[c.index()]).sum()
     }
 }
 
@@ -359,18 +374,18 @@ impl<'a> Builder<'a> {
             .filter(|c| sampled.contains(&c.pid))
             .filter_map(|c| c.ppid)
             .collect();
-        let explained_child_wait_ns = self.nodes[0]
+        let mut tree = CallTree {
+            nodes: self.nodes,
+            explained_wait_ns: 0,
+            parents_of_profiled,
+        };
+        tree.explained_wait_ns = tree.nodes[0]
             .children
             .iter()
-            .map(|&c| &self.nodes[c])
-            .filter(|n| parents_of_profiled.contains(&n.pid))
-            .map(|n| n.waits_ns[WaitCategory::Child.index()])
+            .map(|&c| &tree.nodes[c])
+            .map(|n| tree.explained_ns(n.pid, &n.waits_ns))
             .sum();
-        CallTree {
-            nodes: self.nodes,
-            explained_child_wait_ns,
-            parents_of_profiled,
-        }
+        tree
     }
 }
 

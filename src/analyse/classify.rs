@@ -5,14 +5,16 @@
 //! recording carries, in this order (DESIGN.md §4, points 2 and 3):
 //!
 //! 1. a `Preempted` thread was runnable and waiting for a CPU: `runqueue` (CPU contention);
-//! 2. the kernel stack at switch-out, matched against [`KERNEL_RULES`]. The table is
+//! 2. a thread-join function in the user stack ([`JOIN_FUNCTIONS`]): `join`, waiting for
+//!    another thread to finish — not lock contention, although it waits in a futex;
+//! 3. the kernel stack at switch-out, matched against [`KERNEL_RULES`]. The table is
 //!    ordered by priority: the first rule any frame of the stack matches wins, so
 //!    specific paths (a pipe read, a socket read) come before the generic ones they pass
 //!    through (`vfs_read`);
-//! 3. nothing matched: `other`.
+//! 4. nothing matched: `other`.
 //!
-//! The category then maps to a bottleneck [`Classification`]; `child` is the exception,
-//! resolved by the caller to the children's own dominant class when they were profiled.
+//! The category then maps to a bottleneck [`Classification`]; `child` and `join` are the
+//! exceptions, resolved by the caller to the class of the work they wait for.
 
 use crate::profile::{Frame, FrameKind, SampleKind, WaitState};
 
@@ -31,6 +33,8 @@ pub enum WaitCategory {
     Sleep,
     /// Waiting for a child process (wait4/waitid).
     Child,
+    /// Waiting for another thread of the process to finish (pthread_join).
+    Join,
     Pipe,
     PageFault,
     Other,
@@ -38,7 +42,7 @@ pub enum WaitCategory {
 
 impl WaitCategory {
     /// Every category, in a fixed order (used as array index).
-    pub const ALL: [WaitCategory; 10] = [
+    pub const ALL: [WaitCategory; 11] = [
         WaitCategory::Cpu,
         WaitCategory::Runqueue,
         WaitCategory::File,
@@ -46,6 +50,7 @@ impl WaitCategory {
         WaitCategory::Lock,
         WaitCategory::Sleep,
         WaitCategory::Child,
+        WaitCategory::Join,
         WaitCategory::Pipe,
         WaitCategory::PageFault,
         WaitCategory::Other,
@@ -61,6 +66,7 @@ impl WaitCategory {
             WaitCategory::Lock => "lock",
             WaitCategory::Sleep => "sleep",
             WaitCategory::Child => "child",
+            WaitCategory::Join => "join",
             WaitCategory::Pipe => "pipe",
             WaitCategory::PageFault => "page_fault",
             WaitCategory::Other => "other",
@@ -77,6 +83,7 @@ impl WaitCategory {
             WaitCategory::Lock => "blocked on a lock (futex)",
             WaitCategory::Sleep => "sleeping (nanosleep)",
             WaitCategory::Child => "waiting for a child process",
+            WaitCategory::Join => "waiting for another thread to finish (join)",
             WaitCategory::Pipe => "blocked on a pipe",
             WaitCategory::PageFault => "blocked in page faults",
             WaitCategory::Other => "off-CPU for an unattributed reason",
@@ -88,15 +95,18 @@ impl WaitCategory {
         self as usize
     }
 
-    /// The bottleneck class of time in this category. `Child` has no class of its own
-    /// (it is the child's): this returns `Idle`, the answer when the child is unknown.
+    /// The bottleneck class of time in this category. `Child` and `Join` have no class
+    /// of their own (it is the awaited work's): this returns `Idle`, the answer when that
+    /// work is unknown.
     pub fn classification(self) -> Classification {
         match self {
             WaitCategory::Cpu | WaitCategory::Runqueue => Classification::Cpu,
             WaitCategory::File => Classification::IoFile,
             WaitCategory::Network => Classification::IoNetwork,
             WaitCategory::Lock => Classification::Lock,
-            WaitCategory::Sleep | WaitCategory::Pipe | WaitCategory::Child => Classification::Idle,
+            WaitCategory::Sleep | WaitCategory::Pipe | WaitCategory::Child | WaitCategory::Join => {
+                Classification::Idle
+            }
             WaitCategory::PageFault => Classification::Memory,
             WaitCategory::Other => Classification::Unknown,
         }
@@ -219,6 +229,17 @@ pub static KERNEL_RULES: &[KernelRule] = &[
     },
 ];
 
+/// User-space functions that wait for another thread to finish (glibc's names; Rust's
+/// `JoinHandle::join` and C++'s `std::thread::join` end in them).
+pub static JOIN_FUNCTIONS: &[&str] = &[
+    "pthread_join",
+    "__pthread_join",
+    "pthread_timedjoin_np",
+    "pthread_clockjoin_np",
+    "__pthread_clockjoin_ex",
+    "__pthread_clockjoin_np",
+];
+
 /// `foo.isra.0` → `foo`.
 fn base_name(function: &str) -> &str {
     function.split('.').next().unwrap_or(function)
@@ -243,6 +264,11 @@ pub fn categorize(kind: SampleKind, frames: &[&Frame]) -> WaitCategory {
     };
     if state == WaitState::Preempted {
         return WaitCategory::Runqueue;
+    }
+    let joins =
+        |f: &&&Frame| f.kind == FrameKind::User && JOIN_FUNCTIONS.contains(&base_name(&f.function));
+    if frames.iter().any(|f| joins(&f)) {
+        return WaitCategory::Join;
     }
     let kernel: Vec<&str> = frames
         .iter()
@@ -407,6 +433,29 @@ mod tests {
         assert_eq!(categorize(off(S), &[&k]), WaitCategory::Sleep);
         // Only kernel frames are evidence: a user function named like a kernel path is not.
         assert_eq!(categorize(off(S), &[&user]), WaitCategory::Other);
+    }
+
+    #[test]
+    fn a_join_in_the_user_stack_is_join_not_lock() {
+        let frame = |name: &str, kind| Frame {
+            function: name.into(),
+            module: None,
+            file: None,
+            line: None,
+            kind,
+            inlined: false,
+        };
+        let futex = frame("futex_wait_queue", FrameKind::Kernel);
+        let join = frame("__pthread_clockjoin_ex", FrameKind::User);
+        let lock = frame("__pthread_mutex_lock", FrameKind::User);
+        let off = SampleKind::OffCpu { state: S };
+        assert_eq!(categorize(off, &[&join, &futex]), WaitCategory::Join);
+        assert_eq!(categorize(off, &[&lock, &futex]), WaitCategory::Lock);
+        // On a CPU, a join is CPU time like any other.
+        assert_eq!(categorize(SampleKind::OnCpu, &[&join]), WaitCategory::Cpu);
+        // A kernel function of that name is not the user-space join.
+        let kjoin = frame("pthread_join", FrameKind::Kernel);
+        assert_eq!(categorize(off, &[&kjoin, &futex]), WaitCategory::Lock);
     }
 
     #[test]

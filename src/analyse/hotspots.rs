@@ -17,7 +17,6 @@ use serde::{Deserialize, Serialize};
 use crate::profile::SampledProfile;
 
 use super::calltree::{CallTree, NodeLabel};
-use super::classify::WaitCategory;
 use super::steps::{ms, pct};
 
 /// How many hotspots are kept.
@@ -56,7 +55,7 @@ pub fn hotspots(p: &SampledProfile, tree: &CallTree) -> Vec<Hotspot> {
         };
         let owner = containing_function(p, tree, i).unwrap_or(frame);
         let acc = by_fn.entry(owner).or_default();
-        acc.self_ns += n.self_wall_ns - explained_child_wait(tree, i);
+        acc.self_ns += n.self_wall_ns - explained_wait(tree, i);
         acc.self_cpu_ns += n.self_cpu_ns;
         if !has_ancestor_with(tree, i, frame) {
             by_fn.entry(frame).or_default().total_ns += n.wall_ns;
@@ -103,16 +102,18 @@ fn containing_function(p: &SampledProfile, tree: &CallTree, node: usize) -> Opti
     None
 }
 
-/// Self time of node `i` spent waiting for child processes that were profiled
-/// themselves (their own hotspots show where that time went).
-fn explained_child_wait(tree: &CallTree, i: usize) -> u64 {
+/// Self time of node `i` spent waiting for work that was profiled itself (child
+/// processes, joined threads: their own hotspots show where that time went).
+fn explained_wait(tree: &CallTree, i: usize) -> u64 {
     let n = &tree.nodes[i];
-    if !tree.has_profiled_child(n.pid) {
-        return 0;
-    }
-    let k = WaitCategory::Child.index();
-    let below: u64 = n.children.iter().map(|&c| tree.nodes[c].waits_ns[k]).sum();
-    n.waits_ns[k].saturating_sub(below).min(n.self_wall_ns)
+    let below: u64 = n
+        .children
+        .iter()
+        .map(|&c| tree.explained_ns(n.pid, &tree.nodes[c].waits_ns))
+        .sum();
+    tree.explained_ns(n.pid, &n.waits_ns)
+        .saturating_sub(below)
+        .min(n.self_wall_ns)
 }
 
 fn has_ancestor_with(tree: &CallTree, node: usize, frame: u32) -> bool {

@@ -114,11 +114,26 @@ pub struct Analysis {
     pub warnings: Vec<String>,
 }
 
-/// Classes of time, with `child` waits resolved to the children's own class.
+/// Classes of time, with `child` and `join` waits resolved to the class of the work
+/// they wait for.
 #[derive(Debug)]
 pub(crate) struct Classes {
     /// Pid → class of the time its threads spent waiting for children.
     child_class: HashMap<i32, Classification>,
+    /// Pid → class of the time its threads spent joining other threads: the class of
+    /// the process's own time, joins and child waits aside.
+    join_class: HashMap<i32, Classification>,
+}
+
+/// Time per class of `waits`, leaving out the categories whose class is another's.
+fn own_classes(waits: &Waits) -> [u64; Classification::ALL.len()] {
+    let mut per_class = [0u64; Classification::ALL.len()];
+    for c in WaitCategory::ALL {
+        if !matches!(c, WaitCategory::Child | WaitCategory::Join) {
+            per_class[c.classification() as usize] += waits[c.index()];
+        }
+    }
+    per_class
 }
 
 type Waits = [u64; WaitCategory::ALL.len()];
@@ -132,28 +147,36 @@ impl Classes {
             .map(|&c| (tree.nodes[c].pid, &tree.nodes[c].waits_ns))
             .collect();
         let mut child_class = HashMap::new();
-        for &pid in process_waits.keys() {
+        let mut join_class = HashMap::new();
+        for (&pid, waits) in &process_waits {
             let mut per_class = [0u64; Classification::ALL.len()];
             for child in p.processes.iter().filter(|c| c.ppid == Some(pid)) {
-                let Some(w) = process_waits.get(&child.pid) else {
-                    continue;
-                };
-                for c in WaitCategory::ALL {
-                    if c != WaitCategory::Child {
-                        per_class[c.classification() as usize] += w[c.index()];
+                if let Some(w) = process_waits.get(&child.pid) {
+                    for (acc, t) in per_class.iter_mut().zip(own_classes(w)) {
+                        *acc += t;
                     }
                 }
             }
             let class = argmax(&per_class).unwrap_or(Classification::Idle);
             child_class.insert(pid, class);
+            let own = argmax(&own_classes(waits)).unwrap_or(Classification::Idle);
+            join_class.insert(pid, own);
         }
-        Classes { child_class }
+        Classes {
+            child_class,
+            join_class,
+        }
     }
 
     fn class_of(&self, c: WaitCategory, pid: i32) -> Classification {
         match c {
             WaitCategory::Child => self
                 .child_class
+                .get(&pid)
+                .copied()
+                .unwrap_or(Classification::Idle),
+            WaitCategory::Join => self
+                .join_class
                 .get(&pid)
                 .copied()
                 .unwrap_or(Classification::Idle),
@@ -197,13 +220,13 @@ pub fn analyse(p: &SampledProfile) -> Analysis {
     let hotspots = hotspots::hotspots(p, &tree);
 
     // Session class: per process, with its own child resolution.
-    // Waits for profiled children are left out: the children's own time stands for them.
+    // Waits for profiled work are left out: that work's own time stands for them.
     let mut per_class = [0u64; Classification::ALL.len()];
     for &c in &tree.root().children {
         let n = &tree.nodes[c];
         let mut waits = n.waits_ns;
-        if tree.has_profiled_child(n.pid) {
-            waits[WaitCategory::Child.index()] = 0;
+        for c in tree.explained(n.pid) {
+            waits[c.index()] = 0;
         }
         for (acc, t) in per_class.iter_mut().zip(classes.per_class(&waits, n.pid)) {
             *acc += t;
