@@ -373,6 +373,58 @@ fn threads_sharing_one_cpu_wait_in_the_run_queue_and_a_join_is_not_a_lock() {
     );
 }
 
+/// The hotspot row of a function, or a panic listing the hotspots.
+fn hotspot<'a>(map: &'a Value, function: &str) -> &'a Value {
+    let hotspots = &map["profile_result"]["hotspots"];
+    hotspots
+        .as_array()
+        .expect("hotspots")
+        .iter()
+        .find(|h| h["function"] == function)
+        .unwrap_or_else(|| panic!("no hotspot {function}: {hotspots}"))
+}
+
+#[test]
+fn cpp_names_are_demangled_and_jit_code_is_named_from_its_perf_map() {
+    let _one = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    record(
+        &d.path().join("cpp"),
+        &compile("cxx_names", &[]),
+        &["20000000"],
+    );
+    let map = valid_map(&d.path().join("cpp"));
+    let relax = hotspot(&map, "geometry::Mesh<unsigned long>::relax(unsigned long)");
+    assert!(
+        relax["self_share_pct"].as_f64().expect("share") > 90.0,
+        "{relax}"
+    );
+    assert!(
+        relax["location"]
+            .as_str()
+            .is_some_and(|l| l.contains("cxx_names.cpp:"))
+    );
+
+    // Machine code in an anonymous mapping, announced in /tmp/perf-PID.map (x86-64).
+    if cfg!(target_arch = "x86_64") {
+        let out = d.path().join("jit");
+        record(&out, &compile("jit", &[]), &["50000000"]);
+        let map = valid_map(&out);
+        let jit = hotspot(&map, "jit_spin").clone();
+        let module = jit["module"].as_str().expect("module").to_string();
+        // The JIT leaves its map behind, as JIT runtimes do; clean it up.
+        let _ = std::fs::remove_file(Path::new("/tmp").join(&module));
+        assert!(
+            module.starts_with("perf-") && module.ends_with(".map"),
+            "{jit}"
+        );
+        assert!(
+            jit["self_share_pct"].as_f64().expect("share") > 90.0,
+            "{jit}"
+        );
+    }
+}
+
 #[test]
 fn a_shell_waiting_for_the_program_does_not_dilute_its_shares() {
     let _one = serial();
@@ -499,13 +551,7 @@ fn a_stripped_binary_is_named_from_its_build_id_debug_file() {
 
         record(&d.path().join("out"), &prog, &["5000000"]);
         let map = valid_map(&d.path().join("out"));
-        let hotspots = &map["profile_result"]["hotspots"];
-        let hot = hotspots
-            .as_array()
-            .expect("hotspots")
-            .iter()
-            .find(|h| h["function"] == "func_a")
-            .unwrap_or_else(|| panic!("link {with_link}: func_a not named: {hotspots}"));
+        let hot = hotspot(&map, "func_a");
         let location = hot["location"].as_str().unwrap_or_default();
         assert!(
             location.contains("three_funcs.c:"),

@@ -13,18 +13,23 @@ pub fn fixtures_dir() -> &'static Path {
         .path()
 }
 
-/// Compile tests/fixtures/c/NAME.c with the system cc (extra flags allowed); cached.
+/// Compile tests/fixtures/c/NAME.c with the system cc, or tests/fixtures/cpp/NAME.cpp
+/// with c++ (extra flags allowed); cached.
 pub fn compile(name: &str, flags: &[&str]) -> PathBuf {
     let tag = flags.join("").replace(['-', ' ', '='], "");
     let out = fixtures_dir().join(format!("{name}{tag}"));
     if out.exists() {
         return out;
     }
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/c")
-        .join(format!("{name}.c"));
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let c = fixtures.join("c").join(format!("{name}.c"));
+    let (src, compiler) = if c.exists() {
+        (c, "cc")
+    } else {
+        (fixtures.join("cpp").join(format!("{name}.cpp")), "c++")
+    };
     let tmp = out.with_extension(format!("tmp{}", std::process::id()));
-    let st = Command::new("cc")
+    let st = Command::new(compiler)
         .args(["-O2", "-g"])
         .args(flags)
         .arg(&src)

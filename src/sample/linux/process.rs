@@ -274,8 +274,9 @@ impl Processor {
 
     fn on_mmap(&mut self, pid: i32, start: u64, len: u64, pgoff: u64, path: String, exec: bool) {
         let end = start.saturating_add(len);
-        let is_file = path.starts_with('/');
-        let module = if exec {
+        let anon = is_anonymous_code(&path);
+        let is_file = path.starts_with('/') && !anon;
+        let module = if exec && !anon {
             Some(self.module_id(&path))
         } else {
             None
@@ -619,4 +620,15 @@ impl Processor {
             warnings,
         }
     }
+}
+
+/// Executable memory that no file stands for (the kernel names anonymous mappings
+/// `//anon`; JIT runtimes also use memfd and /dev/zero mappings): its addresses are
+/// resolved through the process's `/tmp/perf-PID.map`, not as offsets in a file.
+fn is_anonymous_code(path: &str) -> bool {
+    path.is_empty()
+        || path.starts_with("//anon")
+        || path.starts_with("/memfd:")
+        || path.starts_with("/dev/zero")
+        || path.starts_with("[anon")
 }
