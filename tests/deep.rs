@@ -363,8 +363,8 @@ fn threads_sharing_one_cpu_wait_in_the_run_queue_and_a_join_is_not_a_lock() {
     let rq = f("runqueue") / (f("runqueue") + f("cpu"));
     assert!((0.35..=0.65).contains(&rq), "runqueue share {rq}: {waits}");
     // The main thread waits in a futex inside pthread_join: a join, not contention.
-    assert!(f("join") > 0.5 * f("cpu"), "{waits}");
-    assert!(f("lock") < 0.05 * f("join"), "{waits}");
+    assert!(f("thread") > 0.5 * f("cpu"), "{waits}");
+    assert!(f("lock") < 0.05 * f("thread"), "{waits}");
     let map = valid_map(d.path());
     let crunch = hotspot_sum(&map, "crunch", "self_share_pct");
     assert!(
@@ -423,6 +423,22 @@ fn cpp_names_are_demangled_and_jit_code_is_named_from_its_perf_map() {
             "{jit}"
         );
     }
+}
+
+#[test]
+fn an_idle_thread_pool_on_a_condition_variable_is_not_lock_contention() {
+    let _one = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    record(d.path(), &compile("idle_pool", &[]), &["300000000"]);
+    let (class, waits) = class_and_waits(d.path());
+    let f = |k: &str| waits[k].as_f64().expect(k);
+    // Four workers wait in pthread_cond_wait (a futex) for as long as main computes.
+    assert!(f("thread") > 2.0 * f("cpu"), "{waits}");
+    assert!(f("lock") < 0.05 * f("thread"), "{waits}");
+    assert_eq!(class, "CPU", "{waits}");
+    let map = valid_map(d.path());
+    let compute = hotspot_sum(&map, "compute", "self_share_pct");
+    assert!(compute > 90.0, "compute {compute}%, the idle pool left out");
 }
 
 #[test]

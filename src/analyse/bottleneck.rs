@@ -62,7 +62,7 @@ pub(crate) fn top_bottlenecks(
     refs: &[StepRef],
 ) -> Vec<Bottleneck> {
     let total = tree.total_wall_ns();
-    // A step that mostly waits for profiled work (children, joined threads) is not a
+    // A step that mostly waits for profiled work (children, other threads) is not a
     // bottleneck of its own: that work's steps are where the time went.
     let waits_for_profiled_work = |r: &StepRef| {
         r.nodes.first().is_some_and(|&n| {

@@ -193,13 +193,14 @@ impl CallTree {
     }
 
     /// The wait categories of process `pid` whose time other profiled work stands for:
-    /// joins (the joined thread is in the process, so always profiled), and waits for
-    /// child processes when its children were profiled.
+    /// waits for another thread (a join, a condition variable: that thread is in the
+    /// process, so always profiled), and waits for child processes when its children
+    /// were profiled.
     pub fn explained(&self, pid: i32) -> &'static [WaitCategory] {
         if self.has_profiled_child(pid) {
-            &[WaitCategory::Child, WaitCategory::Join]
+            &[WaitCategory::Child, WaitCategory::Thread]
         } else {
-            &[WaitCategory::Join]
+            &[WaitCategory::Thread]
         }
     }
 

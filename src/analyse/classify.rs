@@ -5,16 +5,18 @@
 //! recording carries, in this order (DESIGN.md §4, points 2 and 3):
 //!
 //! 1. a `Preempted` thread was runnable and waiting for a CPU: `runqueue` (CPU contention);
-//! 2. a thread-join function in the user stack ([`JOIN_FUNCTIONS`]): `join`, waiting for
-//!    another thread to finish — not lock contention, although it waits in a futex;
-//! 3. the kernel stack at switch-out, matched against [`KERNEL_RULES`]. The table is
+//! 2. the kernel stack at switch-out, matched against [`KERNEL_RULES`]. The table is
 //!    ordered by priority: the first rule any frame of the stack matches wins, so
 //!    specific paths (a pipe read, a socket read) come before the generic ones they pass
 //!    through (`vfs_read`);
+//! 3. a futex wait (or a wait with no kernel stack) is refined by the user stack above it,
+//!    [`USER_RULES`]: a mutex is `lock` (contention), but a join, a condition variable or
+//!    a parked thread is `thread` — waiting for another thread to finish or to signal,
+//!    which is that thread's work (or idleness), not contention;
 //! 4. nothing matched: `other`.
 //!
-//! The category then maps to a bottleneck [`Classification`]; `child` and `join` are the
-//! exceptions, resolved by the caller to the class of the work they wait for.
+//! The category then maps to a bottleneck [`Classification`]; `child` and `thread` are
+//! the exceptions, resolved by the caller to the class of the work they wait for.
 
 use crate::profile::{Frame, FrameKind, SampleKind, WaitState};
 
@@ -33,8 +35,9 @@ pub enum WaitCategory {
     Sleep,
     /// Waiting for a child process (wait4/waitid).
     Child,
-    /// Waiting for another thread of the process to finish (pthread_join).
-    Join,
+    /// Waiting for another thread of the process to finish or to signal (join,
+    /// condition variable, park).
+    Thread,
     Pipe,
     PageFault,
     Other,
@@ -50,7 +53,7 @@ impl WaitCategory {
         WaitCategory::Lock,
         WaitCategory::Sleep,
         WaitCategory::Child,
-        WaitCategory::Join,
+        WaitCategory::Thread,
         WaitCategory::Pipe,
         WaitCategory::PageFault,
         WaitCategory::Other,
@@ -66,7 +69,7 @@ impl WaitCategory {
             WaitCategory::Lock => "lock",
             WaitCategory::Sleep => "sleep",
             WaitCategory::Child => "child",
-            WaitCategory::Join => "join",
+            WaitCategory::Thread => "thread",
             WaitCategory::Pipe => "pipe",
             WaitCategory::PageFault => "page_fault",
             WaitCategory::Other => "other",
@@ -83,7 +86,7 @@ impl WaitCategory {
             WaitCategory::Lock => "blocked on a lock (futex)",
             WaitCategory::Sleep => "sleeping (nanosleep)",
             WaitCategory::Child => "waiting for a child process",
-            WaitCategory::Join => "waiting for another thread to finish (join)",
+            WaitCategory::Thread => "waiting for another thread (join, condition variable)",
             WaitCategory::Pipe => "blocked on a pipe",
             WaitCategory::PageFault => "blocked in page faults",
             WaitCategory::Other => "off-CPU for an unattributed reason",
@@ -95,7 +98,7 @@ impl WaitCategory {
         self as usize
     }
 
-    /// The bottleneck class of time in this category. `Child` and `Join` have no class
+    /// The bottleneck class of time in this category. `Child` and `Thread` have no class
     /// of their own (it is the awaited work's): this returns `Idle`, the answer when that
     /// work is unknown.
     pub fn classification(self) -> Classification {
@@ -104,9 +107,10 @@ impl WaitCategory {
             WaitCategory::File => Classification::IoFile,
             WaitCategory::Network => Classification::IoNetwork,
             WaitCategory::Lock => Classification::Lock,
-            WaitCategory::Sleep | WaitCategory::Pipe | WaitCategory::Child | WaitCategory::Join => {
-                Classification::Idle
-            }
+            WaitCategory::Sleep
+            | WaitCategory::Pipe
+            | WaitCategory::Child
+            | WaitCategory::Thread => Classification::Idle,
             WaitCategory::PageFault => Classification::Memory,
             WaitCategory::Other => Classification::Unknown,
         }
@@ -229,15 +233,48 @@ pub static KERNEL_RULES: &[KernelRule] = &[
     },
 ];
 
-/// User-space functions that wait for another thread to finish (glibc's names; Rust's
-/// `JoinHandle::join` and C++'s `std::thread::join` end in them).
-pub static JOIN_FUNCTIONS: &[&str] = &[
-    "pthread_join",
-    "__pthread_join",
-    "pthread_timedjoin_np",
-    "pthread_clockjoin_np",
-    "__pthread_clockjoin_ex",
-    "__pthread_clockjoin_np",
+/// One line of the user-frame table.
+#[derive(Debug)]
+pub struct UserRule {
+    pub category: WaitCategory,
+    pub patterns: &'static [Pattern],
+}
+
+/// The user-frame rules that refine a futex wait, highest priority first: a mutex
+/// taken inside a condition-variable wait (re-acquiring it after the signal) is lock
+/// contention, and so is CPython's GIL although it waits on a condition variable.
+/// glibc's names cover C, C++ (`std::thread::join`, `std::condition_variable`) and
+/// Rust's `JoinHandle::join`; Rust's own futex-based primitives are named as such.
+pub static USER_RULES: &[UserRule] = &[
+    UserRule {
+        category: WaitCategory::Lock,
+        patterns: &[
+            Exact("take_gil"),
+            Exact("__lll_lock_wait"),
+            Prefix("pthread_mutex_"),
+            Prefix("__pthread_mutex_"),
+            Prefix("pthread_rwlock_"),
+            Prefix("__pthread_rwlock_"),
+            Contains("lock_contended"),
+            Contains("RwLock"),
+        ],
+    },
+    UserRule {
+        category: WaitCategory::Thread,
+        patterns: &[
+            Exact("pthread_join"),
+            Exact("__pthread_join"),
+            Prefix("pthread_timedjoin"),
+            Prefix("pthread_clockjoin"),
+            Prefix("__pthread_clockjoin"),
+            Prefix("pthread_cond_"),
+            Prefix("__pthread_cond_"),
+            Contains("Condvar::wait"),
+            Contains("thread::park"),
+            Contains("Parker::park"),
+            Contains("parking_lot_core::parking_lot::park"),
+        ],
+    },
 ];
 
 /// `foo.isra.0` → `foo`.
@@ -265,17 +302,31 @@ pub fn categorize(kind: SampleKind, frames: &[&Frame]) -> WaitCategory {
     if state == WaitState::Preempted {
         return WaitCategory::Runqueue;
     }
-    let joins =
-        |f: &&&Frame| f.kind == FrameKind::User && JOIN_FUNCTIONS.contains(&base_name(&f.function));
-    if frames.iter().any(|f| joins(&f)) {
-        return WaitCategory::Join;
+    let names = |kind: FrameKind| -> Vec<&str> {
+        frames
+            .iter()
+            .filter(|f| f.kind == kind)
+            .map(|f| f.function.as_str())
+            .collect()
+    };
+    let kernel = names(FrameKind::Kernel);
+    let from_kernel = match_kernel_rule(state, &kernel).map(|r| r.category);
+    if (matches!(from_kernel, Some(WaitCategory::Lock)) || kernel.is_empty())
+        && let Some(rule) = match_user_rule(&names(FrameKind::User))
+    {
+        return rule.category;
     }
-    let kernel: Vec<&str> = frames
-        .iter()
-        .filter(|f| f.kind == FrameKind::Kernel)
-        .map(|f| f.function.as_str())
-        .collect();
-    match_kernel_rule(state, &kernel).map_or(WaitCategory::Other, |r| r.category)
+    from_kernel.unwrap_or(WaitCategory::Other)
+}
+
+/// The first user rule (in table order) that any of `user_frames` matches.
+pub fn match_user_rule(user_frames: &[&str]) -> Option<&'static UserRule> {
+    USER_RULES.iter().find(|rule| {
+        user_frames.iter().any(|f| {
+            let name = base_name(f);
+            rule.patterns.iter().any(|p| p.matches(name))
+        })
+    })
 }
 
 #[cfg(test)]
@@ -436,7 +487,7 @@ mod tests {
     }
 
     #[test]
-    fn a_join_in_the_user_stack_is_join_not_lock() {
+    fn a_futex_wait_is_refined_by_the_user_stack() {
         let frame = |name: &str, kind| Frame {
             function: name.into(),
             module: None,
@@ -449,8 +500,26 @@ mod tests {
         let join = frame("__pthread_clockjoin_ex", FrameKind::User);
         let lock = frame("__pthread_mutex_lock", FrameKind::User);
         let off = SampleKind::OffCpu { state: S };
-        assert_eq!(categorize(off, &[&join, &futex]), WaitCategory::Join);
+        assert_eq!(categorize(off, &[&join, &futex]), WaitCategory::Thread);
         assert_eq!(categorize(off, &[&lock, &futex]), WaitCategory::Lock);
+        let cond = frame("__pthread_cond_wait_common", FrameKind::User);
+        assert_eq!(categorize(off, &[&cond, &futex]), WaitCategory::Thread);
+        // Re-taking the mutex after the signal is contention; so is CPython's GIL.
+        let relock = frame("__pthread_mutex_cond_lock", FrameKind::User);
+        assert_eq!(
+            categorize(off, &[&cond, &relock, &futex]),
+            WaitCategory::Lock
+        );
+        let gil = frame("take_gil", FrameKind::User);
+        assert_eq!(categorize(off, &[&gil, &cond, &futex]), WaitCategory::Lock);
+        let rust_cv = frame(
+            "std::sys::sync::condvar::futex::Condvar::wait_optional_timeout",
+            FrameKind::User,
+        );
+        assert_eq!(categorize(off, &[&rust_cv, &futex]), WaitCategory::Thread);
+        // Only a futex wait is refined: a join frame above a file wait stays file.
+        let fsync = frame("ext4_sync_file", FrameKind::Kernel);
+        assert_eq!(categorize(off, &[&join, &fsync]), WaitCategory::File);
         // On a CPU, a join is CPU time like any other.
         assert_eq!(categorize(SampleKind::OnCpu, &[&join]), WaitCategory::Cpu);
         // A kernel function of that name is not the user-space join.

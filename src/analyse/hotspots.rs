@@ -103,7 +103,7 @@ fn containing_function(p: &SampledProfile, tree: &CallTree, node: usize) -> Opti
 }
 
 /// Self time of node `i` spent waiting for work that was profiled itself (child
-/// processes, joined threads: their own hotspots show where that time went).
+/// processes, other threads: their own hotspots show where that time went).
 fn explained_wait(tree: &CallTree, i: usize) -> u64 {
     let n = &tree.nodes[i];
     let below: u64 = n

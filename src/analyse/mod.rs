@@ -114,22 +114,22 @@ pub struct Analysis {
     pub warnings: Vec<String>,
 }
 
-/// Classes of time, with `child` and `join` waits resolved to the class of the work
+/// Classes of time, with `child` and `thread` waits resolved to the class of the work
 /// they wait for.
 #[derive(Debug)]
 pub(crate) struct Classes {
     /// Pid → class of the time its threads spent waiting for children.
     child_class: HashMap<i32, Classification>,
-    /// Pid → class of the time its threads spent joining other threads: the class of
-    /// the process's own time, joins and child waits aside.
-    join_class: HashMap<i32, Classification>,
+    /// Pid → class of the time its threads spent waiting for other threads: the class
+    /// of the process's own time, those waits and child waits aside.
+    thread_class: HashMap<i32, Classification>,
 }
 
 /// Time per class of `waits`, leaving out the categories whose class is another's.
 fn own_classes(waits: &Waits) -> [u64; Classification::ALL.len()] {
     let mut per_class = [0u64; Classification::ALL.len()];
     for c in WaitCategory::ALL {
-        if !matches!(c, WaitCategory::Child | WaitCategory::Join) {
+        if !matches!(c, WaitCategory::Child | WaitCategory::Thread) {
             per_class[c.classification() as usize] += waits[c.index()];
         }
     }
@@ -147,7 +147,7 @@ impl Classes {
             .map(|&c| (tree.nodes[c].pid, &tree.nodes[c].waits_ns))
             .collect();
         let mut child_class = HashMap::new();
-        let mut join_class = HashMap::new();
+        let mut thread_class = HashMap::new();
         for (&pid, waits) in &process_waits {
             let mut per_class = [0u64; Classification::ALL.len()];
             for child in p.processes.iter().filter(|c| c.ppid == Some(pid)) {
@@ -160,11 +160,11 @@ impl Classes {
             let class = argmax(&per_class).unwrap_or(Classification::Idle);
             child_class.insert(pid, class);
             let own = argmax(&own_classes(waits)).unwrap_or(Classification::Idle);
-            join_class.insert(pid, own);
+            thread_class.insert(pid, own);
         }
         Classes {
             child_class,
-            join_class,
+            thread_class,
         }
     }
 
@@ -175,8 +175,8 @@ impl Classes {
                 .get(&pid)
                 .copied()
                 .unwrap_or(Classification::Idle),
-            WaitCategory::Join => self
-                .join_class
+            WaitCategory::Thread => self
+                .thread_class
                 .get(&pid)
                 .copied()
                 .unwrap_or(Classification::Idle),

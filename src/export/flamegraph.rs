@@ -41,7 +41,7 @@ pub fn off_cpu_color(c: WaitCategory) -> Color {
         WaitCategory::File => (70, 170, 190),
         WaitCategory::Network => (70, 115, 225),
         WaitCategory::Child => (140, 150, 200),
-        WaitCategory::Join => (125, 135, 185),
+        WaitCategory::Thread => (125, 135, 185),
         WaitCategory::Pipe => (110, 200, 230),
         WaitCategory::PageFault => (205, 110, 200),
         WaitCategory::Other => (165, 165, 165),
