@@ -179,7 +179,14 @@ pub static KERNEL_RULES: &[KernelRule] = &[
     KernelRule {
         category: WaitCategory::Child,
         state: None,
-        patterns: &[Exact("do_wait"), Contains("wait4"), Contains("waitid")],
+        patterns: &[
+            Exact("do_wait"),
+            Contains("wait4"),
+            Contains("waitid"),
+            // A vfork parent sleeps (in D state) until its child execs or exits.
+            Exact("wait_for_vfork_done"),
+            Exact("__do_sys_vfork"),
+        ],
     },
     KernelRule {
         category: WaitCategory::Pipe,
@@ -406,6 +413,13 @@ mod tests {
             WaitCategory::Child
         );
         assert_eq!(cat(S, &["__x64_sys_waitid"]), WaitCategory::Child);
+        let vfork = [
+            "__schedule",
+            "wait_for_completion_state",
+            "kernel_clone",
+            "__do_sys_vfork",
+        ];
+        assert_eq!(cat(D, &vfork), WaitCategory::Child);
         // "do_wait" must not catch wait_for_completion helpers.
         assert_eq!(cat(S, &["do_wait_for_common"]), WaitCategory::Other);
     }

@@ -4,7 +4,8 @@
 //! # Process state
 //!
 //! Records arrive sorted by time across all per-CPU rings. A process's maps start empty
-//! at exec (COMM record with the exec flag) and grow with MMAP2 records; a FORK record
+//! at exec (COMM record with the exec flag; the old image's are kept for the rest of the
+//! execve call) and grow with MMAP2 records; a FORK record
 //! with `pid != ppid` creates a process whose maps and unwinder are copies of its
 //! parent's (the kernel sends no MMAP records for inherited mappings). A FORK with
 //! `pid == ppid` is a new thread. Each user frame is resolved to (module, file offset)
@@ -69,6 +70,10 @@ struct Proc {
     exe: Option<String>,
     awaiting_exe: bool,
     maps: Vec<Mapping>,
+    /// The maps of the image an exec replaced. A thread preempted inside execve, after
+    /// the new image's maps began, still has the old image's user registers: its leaf
+    /// address is named from these (only when the new maps do not cover it).
+    pre_exec_maps: Vec<Mapping>,
     unwinder: ProcUnwinder,
     fork_ns: Option<u64>,
     exit_ns: Option<u64>,
@@ -82,6 +87,7 @@ impl Proc {
             exe: None,
             awaiting_exe: false,
             maps: Vec::new(),
+            pre_exec_maps: Vec::new(),
             unwinder: ProcUnwinder::new(),
             fork_ns: None,
             exit_ns: None,
@@ -89,11 +95,18 @@ impl Proc {
     }
 
     fn find(&self, addr: u64) -> Option<&Mapping> {
-        let i = self.maps.partition_point(|m| m.map.start <= addr);
-        let m = self.maps.get(i.checked_sub(1)?)?;
-        (addr < m.map.end).then_some(m)
+        find_in(&self.maps, addr).or_else(|| find_in(&self.pre_exec_maps, addr))
     }
 }
+
+/// The mapping of a sorted list that holds `addr`.
+fn find_in(maps: &[Mapping], addr: u64) -> Option<&Mapping> {
+    let i = maps.partition_point(|m| m.map.start <= addr);
+    let m = maps.get(i.checked_sub(1)?)?;
+    (addr < m.map.end).then_some(m)
+}
+
+impl Proc {}
 
 #[derive(Debug)]
 struct ThreadState {
@@ -202,7 +215,7 @@ impl Processor {
                         .procs
                         .entry(c.pid)
                         .or_insert_with(|| Proc::new(Some(root_ppid)));
-                    p.maps.clear();
+                    p.pre_exec_maps = std::mem::take(&mut p.maps);
                     p.unwinder = ProcUnwinder::new();
                     p.awaiting_exe = true;
                     p.exe = None;
