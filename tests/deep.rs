@@ -442,6 +442,34 @@ fn an_idle_thread_pool_on_a_condition_variable_is_not_lock_contention() {
 }
 
 #[test]
+fn many_runs_of_one_program_are_one_step() {
+    let _one = serial();
+    let bin = compile("three_funcs", &[]);
+    let d = tempfile::tempdir().expect("tempdir");
+    // Forty short runs from a shell loop: each alone is under 1 % of the session.
+    let script = format!("for i in $(seq 40); do {} 300000; done", bin.display());
+    record(d.path(), Path::new("sh"), &["-c", &script]);
+    let map = valid_map(d.path());
+    let group = steps(&map)
+        .as_array()
+        .expect("steps")
+        .iter()
+        .find(|s| s["function"] == "three_funcs (40 processes)")
+        .unwrap_or_else(|| panic!("no group step: {}", steps(&map)));
+    let share = group["time_share_pct"].as_f64().expect("share");
+    assert!(share > 80.0, "the runs hold the session: {group}");
+    let a = find_step(&group["children"], "func_a").expect("func_a under the group");
+    assert_eq!(a["process"], "three_funcs (40 processes)");
+    let top = &map["profile_result"]["top_bottlenecks"][0];
+    assert!(
+        top["description"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("func_a")),
+        "{top}"
+    );
+}
+
+#[test]
 fn a_shell_waiting_for_the_program_does_not_dilute_its_shares() {
     let _one = serial();
     let bin = compile("three_funcs", &[]);

@@ -178,10 +178,12 @@ pub(crate) fn detail(
     if total == 0 {
         return "no samples were recorded, so there is nothing to classify".to_string();
     }
-    let processes = root.children.len();
     let mut threads: Vec<(i32, i32)> = p.samples.iter().map(|s| (s.pid, s.tid)).collect();
     threads.sort_unstable();
     threads.dedup();
+    let mut pids: Vec<i32> = threads.iter().map(|t| t.0).collect();
+    pids.dedup();
+    let processes = pids.len();
     let mut s = format!(
         "{}: {:.1}% of {} ms sampled wall time ({} process{}, {} thread{}) is {}",
         class.as_str(),

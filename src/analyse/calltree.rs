@@ -5,6 +5,10 @@
 //! under a process with more than one sampled thread, one synthetic node per thread
 //! ("name (tid)"); then function nodes. Invariants:
 //!
+//! - Single-threaded processes with the same name whose parents are the same (or are
+//!   themselves one group) are one process node, "name (N processes)", keyed by the
+//!   lowest pid: a shell loop running `true` 500 times is one step holding its time,
+//!   as `perf report --sort comm` would show it, not 500 steps under 1 % each.
 //! - A function node is keyed by (function, module, kind), not by frame: frames are
 //!   interned per call-site line, and two lines of `main` are still one `main`.
 //! - Kernel frames are not nodes: they are the evidence for the sample's category (and
@@ -98,8 +102,14 @@ pub struct CallTree {
     /// that work's own samples already account for it, so it is left out of the
     /// session total that shares are taken of (see [`CallTree::total_wall_ns`]).
     pub explained_wait_ns: u64,
-    /// Processes with at least one child process that has samples.
+    /// Processes (group representatives) with at least one child process that has
+    /// samples.
     pub parents_of_profiled: std::collections::HashSet<i32>,
+    /// Pid → the pid its process node is keyed by (see the module docs); pids not in
+    /// it are their own.
+    pub groups: HashMap<i32, i32>,
+    /// Representative pid → how many processes its node stands for (only groups of 2+).
+    pub group_sizes: HashMap<i32, usize>,
 }
 
 /// Child lookup key while building.
@@ -189,7 +199,21 @@ impl CallTree {
 
     /// True when process `pid` has a child process with samples of its own.
     pub fn has_profiled_child(&self, pid: i32) -> bool {
-        self.parents_of_profiled.contains(&pid)
+        self.parents_of_profiled.contains(&self.group_of(pid))
+    }
+
+    /// The pid whose process node holds `pid`'s samples.
+    pub fn group_of(&self, pid: i32) -> i32 {
+        self.groups.get(&pid).copied().unwrap_or(pid)
+    }
+
+    /// "name (pid)", or "name (N processes)" for a group.
+    pub fn process_label(&self, p: &SampledProfile, pid: i32) -> String {
+        let pid = self.group_of(pid);
+        match self.group_sizes.get(&pid) {
+            Some(&n) if n > 1 => format!("{} ({n} processes)", process_basename(p, pid)),
+            _ => process_name(p, pid),
+        }
     }
 
     /// The wait categories of process `pid` whose time other profiled work stands for:
@@ -223,6 +247,8 @@ struct Builder<'a> {
     paths: HashMap<u32, Vec<u32>>,
     categories: HashMap<(Option<u32>, SampleKind), WaitCategory>,
     multi_thread: BTreeSet<i32>,
+    groups: HashMap<i32, i32>,
+    group_sizes: HashMap<i32, usize>,
 }
 
 impl<'a> Builder<'a> {
@@ -258,6 +284,16 @@ impl<'a> Builder<'a> {
             .filter(|(_, t)| t.len() > 1)
             .map(|(pid, _)| pid)
             .collect();
+        let groups = process_groups(p, &multi_thread);
+        let mut group_sizes: HashMap<i32, usize> = HashMap::new();
+        for rep in groups.values() {
+            *group_sizes.entry(*rep).or_default() += 1;
+        }
+        group_sizes.retain(|_, n| *n > 1);
+        let groups = groups
+            .into_iter()
+            .filter(|(_, rep)| group_sizes.contains_key(rep))
+            .collect();
         Builder {
             p,
             nodes: vec![CallNode::new(NodeLabel::Session, String::new(), 0, None)],
@@ -267,6 +303,8 @@ impl<'a> Builder<'a> {
             paths: HashMap::new(),
             categories: HashMap::new(),
             multi_thread,
+            groups,
+            group_sizes,
         }
     }
 
@@ -275,7 +313,13 @@ impl<'a> Builder<'a> {
             return i;
         }
         let (label, name) = match key {
-            Key::Process(pid) => (NodeLabel::Process { pid }, process_name(self.p, pid)),
+            Key::Process(pid) => {
+                let name = match self.group_sizes.get(&pid) {
+                    Some(n) => format!("{} ({n} processes)", process_basename(self.p, pid)),
+                    None => process_name(self.p, pid),
+                };
+                (NodeLabel::Process { pid }, name)
+            }
             Key::Thread(tid) => (
                 NodeLabel::Thread { pid, tid },
                 thread_name(self.p, pid, tid),
@@ -334,15 +378,16 @@ impl<'a> Builder<'a> {
         for s in &self.p.samples {
             let cat = self.category(s.stack, s.kind);
             let on_cpu = matches!(s.kind, SampleKind::OnCpu);
-            let mut at = self.child(0, Key::Process(s.pid), s.pid);
+            let pid = self.groups.get(&s.pid).copied().unwrap_or(s.pid);
+            let mut at = self.child(0, Key::Process(pid), pid);
             let mut chain = vec![0, at];
             if self.multi_thread.contains(&s.pid) {
-                at = self.child(at, Key::Thread(s.tid), s.pid);
+                at = self.child(at, Key::Thread(s.tid), pid);
                 chain.push(at);
             }
             if let Some(leaf) = s.stack {
                 for f in self.path(leaf) {
-                    at = self.child(at, Key::Function(f), s.pid);
+                    at = self.child(at, Key::Function(f), pid);
                     chain.push(at);
                 }
             }
@@ -363,22 +408,23 @@ impl<'a> Builder<'a> {
                 leaf.self_cpu_ns += s.weight_ns;
             }
         }
-        let sampled: std::collections::HashSet<i32> = self.nodes[0]
-            .children
-            .iter()
-            .map(|&c| self.nodes[c].pid)
-            .collect();
+        let sampled: std::collections::HashSet<i32> =
+            self.p.samples.iter().map(|s| s.pid).collect();
+        let group_of = |pid: i32| self.groups.get(&pid).copied().unwrap_or(pid);
         let parents_of_profiled: std::collections::HashSet<i32> = self
             .p
             .processes
             .iter()
             .filter(|c| sampled.contains(&c.pid))
             .filter_map(|c| c.ppid)
+            .map(group_of)
             .collect();
         let mut tree = CallTree {
             nodes: self.nodes,
             explained_wait_ns: 0,
             parents_of_profiled,
+            groups: self.groups,
+            group_sizes: self.group_sizes,
         };
         tree.explained_wait_ns = tree.nodes[0]
             .children
@@ -392,12 +438,58 @@ impl<'a> Builder<'a> {
 
 /// "name (pid)"; the name is "pid" when the process was not described.
 pub fn process_name(p: &SampledProfile, pid: i32) -> String {
-    let name = p
-        .processes
+    format!("{} ({pid})", process_basename(p, pid))
+}
+
+/// A process's name; "pid" when it was not described.
+fn process_basename(p: &SampledProfile, pid: i32) -> &str {
+    p.processes
         .iter()
         .find(|pr| pr.pid == pid)
-        .map_or("pid", |pr| pr.name.as_str());
-    format!("{name} ({pid})")
+        .map_or("pid", |pr| pr.name.as_str())
+}
+
+/// Pid → representative pid of its group: single-threaded processes of the same name
+/// whose parents are in the same group (or are the same process) share one pid, the
+/// first resolved in pid order. Multi-threaded processes are their own group.
+fn process_groups(p: &SampledProfile, multi_thread: &BTreeSet<i32>) -> HashMap<i32, i32> {
+    let by_pid: HashMap<i32, &crate::profile::ProcessInfo> =
+        p.processes.iter().map(|pr| (pr.pid, pr)).collect();
+    let mut pids: Vec<i32> = by_pid.keys().copied().collect();
+    pids.sort_unstable();
+    let mut rep: HashMap<i32, i32> = HashMap::new();
+    let mut first: HashMap<(&str, i32), i32> = HashMap::new();
+    for &pid in &pids {
+        if rep.contains_key(&pid) {
+            continue;
+        }
+        // Walk up to the nearest ancestor already resolved (or outside the profile),
+        // then resolve back down, so parents are always resolved before children.
+        let mut chain = vec![pid];
+        let mut cur = pid;
+        while let Some(pp) = by_pid.get(&cur).and_then(|i| i.ppid) {
+            if rep.contains_key(&pp) || !by_pid.contains_key(&pp) || chain.contains(&pp) {
+                break;
+            }
+            chain.push(pp);
+            cur = pp;
+        }
+        for &q in chain.iter().rev() {
+            let Some(info) = by_pid.get(&q) else {
+                continue;
+            };
+            let parent = info
+                .ppid
+                .map_or(0, |pp| rep.get(&pp).copied().unwrap_or(pp));
+            let r = if multi_thread.contains(&q) {
+                q
+            } else {
+                *first.entry((info.name.as_str(), parent)).or_insert(q)
+            };
+            rep.insert(q, r);
+        }
+    }
+    rep
 }
 
 /// "name (tid)"; the name is "tid" when the thread was not described.
@@ -413,6 +505,37 @@ pub fn thread_name(p: &SampledProfile, pid: i32, tid: i32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn processes_group_by_name_and_parent_group() {
+        let proc = |pid, ppid, name: &str| crate::profile::ProcessInfo {
+            pid,
+            ppid,
+            name: name.into(),
+            exe: None,
+        };
+        let p = SampledProfile {
+            processes: vec![
+                proc(10, Some(1), "make"),
+                // Two shells from make, each running cc: both pairs group.
+                proc(12, Some(10), "sh"),
+                proc(11, Some(10), "sh"),
+                proc(13, Some(11), "cc"),
+                proc(14, Some(12), "cc"),
+                // Same name, another parent group: its own.
+                proc(15, Some(10), "cc"),
+                // Multi-threaded: never grouped.
+                proc(16, Some(10), "sh"),
+            ],
+            ..Default::default()
+        };
+        let g = process_groups(&p, &BTreeSet::from([16]));
+        assert_eq!(g[&10], 10);
+        assert_eq!((g[&11], g[&12]), (11, 11));
+        assert_eq!((g[&13], g[&14]), (13, 13));
+        assert_eq!(g[&15], 15);
+        assert_eq!(g[&16], 16);
+    }
 
     #[test]
     fn c_and_rust_start_up_plumbing_is_skipped() {

@@ -149,9 +149,16 @@ impl Classes {
         let mut child_class = HashMap::new();
         let mut thread_class = HashMap::new();
         for (&pid, waits) in &process_waits {
+            // Children by process node: a group of children is counted once.
+            let children: std::collections::BTreeSet<i32> = p
+                .processes
+                .iter()
+                .filter(|c| c.ppid.map(|pp| tree.group_of(pp)) == Some(pid))
+                .map(|c| tree.group_of(c.pid))
+                .collect();
             let mut per_class = [0u64; Classification::ALL.len()];
-            for child in p.processes.iter().filter(|c| c.ppid == Some(pid)) {
-                if let Some(w) = process_waits.get(&child.pid) {
+            for child in children {
+                if let Some(w) = process_waits.get(&child) {
                     for (acc, t) in per_class.iter_mut().zip(own_classes(w)) {
                         *acc += t;
                     }
