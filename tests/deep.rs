@@ -467,6 +467,16 @@ fn many_runs_of_one_program_are_one_step() {
             .is_some_and(|d| d.starts_with("func_a")),
         "{top}"
     );
+    // The flamegraph input merges them the same way.
+    let folded = std::fs::read_to_string(d.path().join("stacks.folded")).expect("folded");
+    let func_a: Vec<&str> = folded.lines().filter(|l| l.contains(";func_a")).collect();
+    assert!(!func_a.is_empty());
+    assert!(
+        func_a
+            .iter()
+            .all(|l| l.starts_with("three_funcs (40 processes);three_funcs (40 processes);")),
+        "{func_a:?}"
+    );
 }
 
 #[test]

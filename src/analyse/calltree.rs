@@ -105,11 +105,65 @@ pub struct CallTree {
     /// Processes (group representatives) with at least one child process that has
     /// samples.
     pub parents_of_profiled: std::collections::HashSet<i32>,
-    /// Pid → the pid its process node is keyed by (see the module docs); pids not in
-    /// it are their own.
-    pub groups: HashMap<i32, i32>,
-    /// Representative pid → how many processes its node stands for (only groups of 2+).
-    pub group_sizes: HashMap<i32, usize>,
+    /// Which processes share a node (see the module docs).
+    pub groups: ProcessGroups,
+}
+
+/// Processes that share one process node: repeated runs of one program.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProcessGroups {
+    /// Pid → the pid its process node is keyed by; pids not in it are their own.
+    rep: HashMap<i32, i32>,
+    /// Representative pid → how many processes its node stands for (groups of 2+).
+    sizes: HashMap<i32, usize>,
+}
+
+impl ProcessGroups {
+    /// The groups of a profile's processes.
+    pub fn of(p: &SampledProfile) -> ProcessGroups {
+        let rep = process_groups(p, &multi_threaded(p));
+        let mut sizes: HashMap<i32, usize> = HashMap::new();
+        for r in rep.values() {
+            *sizes.entry(*r).or_default() += 1;
+        }
+        sizes.retain(|_, n| *n > 1);
+        let rep = rep
+            .into_iter()
+            .filter(|(_, r)| sizes.contains_key(r))
+            .collect();
+        ProcessGroups { rep, sizes }
+    }
+
+    /// The pid whose process node holds `pid`'s samples.
+    pub fn group_of(&self, pid: i32) -> i32 {
+        self.rep.get(&pid).copied().unwrap_or(pid)
+    }
+
+    /// How many processes share `pid`'s node, when more than one.
+    pub fn size(&self, pid: i32) -> Option<usize> {
+        self.sizes.get(&self.group_of(pid)).copied()
+    }
+
+    /// "name (pid)", or "name (N processes)" for a group.
+    pub fn label(&self, p: &SampledProfile, pid: i32) -> String {
+        let pid = self.group_of(pid);
+        match self.size(pid) {
+            Some(n) => format!("{} ({n} processes)", process_basename(p, pid)),
+            None => process_name(p, pid),
+        }
+    }
+}
+
+/// Processes with more than one sampled thread.
+pub fn multi_threaded(p: &SampledProfile) -> BTreeSet<i32> {
+    let mut tids: HashMap<i32, BTreeSet<i32>> = HashMap::new();
+    for s in &p.samples {
+        tids.entry(s.pid).or_default().insert(s.tid);
+    }
+    tids.into_iter()
+        .filter(|(_, t)| t.len() > 1)
+        .map(|(pid, _)| pid)
+        .collect()
 }
 
 /// Child lookup key while building.
@@ -199,21 +253,8 @@ impl CallTree {
 
     /// True when process `pid` has a child process with samples of its own.
     pub fn has_profiled_child(&self, pid: i32) -> bool {
-        self.parents_of_profiled.contains(&self.group_of(pid))
-    }
-
-    /// The pid whose process node holds `pid`'s samples.
-    pub fn group_of(&self, pid: i32) -> i32 {
-        self.groups.get(&pid).copied().unwrap_or(pid)
-    }
-
-    /// "name (pid)", or "name (N processes)" for a group.
-    pub fn process_label(&self, p: &SampledProfile, pid: i32) -> String {
-        let pid = self.group_of(pid);
-        match self.group_sizes.get(&pid) {
-            Some(&n) if n > 1 => format!("{} ({n} processes)", process_basename(p, pid)),
-            _ => process_name(p, pid),
-        }
+        self.parents_of_profiled
+            .contains(&self.groups.group_of(pid))
     }
 
     /// The wait categories of process `pid` whose time other profiled work stands for:
@@ -247,8 +288,7 @@ struct Builder<'a> {
     paths: HashMap<u32, Vec<u32>>,
     categories: HashMap<(Option<u32>, SampleKind), WaitCategory>,
     multi_thread: BTreeSet<i32>,
-    groups: HashMap<i32, i32>,
-    group_sizes: HashMap<i32, usize>,
+    groups: ProcessGroups,
 }
 
 impl<'a> Builder<'a> {
@@ -275,25 +315,6 @@ impl<'a> Builder<'a> {
             }
             frame_fn.push(id);
         }
-        let mut tids: HashMap<i32, BTreeSet<i32>> = HashMap::new();
-        for s in &p.samples {
-            tids.entry(s.pid).or_default().insert(s.tid);
-        }
-        let multi_thread = tids
-            .into_iter()
-            .filter(|(_, t)| t.len() > 1)
-            .map(|(pid, _)| pid)
-            .collect();
-        let groups = process_groups(p, &multi_thread);
-        let mut group_sizes: HashMap<i32, usize> = HashMap::new();
-        for rep in groups.values() {
-            *group_sizes.entry(*rep).or_default() += 1;
-        }
-        group_sizes.retain(|_, n| *n > 1);
-        let groups = groups
-            .into_iter()
-            .filter(|(_, rep)| group_sizes.contains_key(rep))
-            .collect();
         Builder {
             p,
             nodes: vec![CallNode::new(NodeLabel::Session, String::new(), 0, None)],
@@ -302,9 +323,8 @@ impl<'a> Builder<'a> {
             fn_frame,
             paths: HashMap::new(),
             categories: HashMap::new(),
-            multi_thread,
-            groups,
-            group_sizes,
+            multi_thread: multi_threaded(p),
+            groups: ProcessGroups::of(p),
         }
     }
 
@@ -313,13 +333,7 @@ impl<'a> Builder<'a> {
             return i;
         }
         let (label, name) = match key {
-            Key::Process(pid) => {
-                let name = match self.group_sizes.get(&pid) {
-                    Some(n) => format!("{} ({n} processes)", process_basename(self.p, pid)),
-                    None => process_name(self.p, pid),
-                };
-                (NodeLabel::Process { pid }, name)
-            }
+            Key::Process(pid) => (NodeLabel::Process { pid }, self.groups.label(self.p, pid)),
             Key::Thread(tid) => (
                 NodeLabel::Thread { pid, tid },
                 thread_name(self.p, pid, tid),
@@ -378,7 +392,7 @@ impl<'a> Builder<'a> {
         for s in &self.p.samples {
             let cat = self.category(s.stack, s.kind);
             let on_cpu = matches!(s.kind, SampleKind::OnCpu);
-            let pid = self.groups.get(&s.pid).copied().unwrap_or(s.pid);
+            let pid = self.groups.group_of(s.pid);
             let mut at = self.child(0, Key::Process(pid), pid);
             let mut chain = vec![0, at];
             if self.multi_thread.contains(&s.pid) {
@@ -410,21 +424,19 @@ impl<'a> Builder<'a> {
         }
         let sampled: std::collections::HashSet<i32> =
             self.p.samples.iter().map(|s| s.pid).collect();
-        let group_of = |pid: i32| self.groups.get(&pid).copied().unwrap_or(pid);
         let parents_of_profiled: std::collections::HashSet<i32> = self
             .p
             .processes
             .iter()
             .filter(|c| sampled.contains(&c.pid))
             .filter_map(|c| c.ppid)
-            .map(group_of)
+            .map(|pp| self.groups.group_of(pp))
             .collect();
         let mut tree = CallTree {
             nodes: self.nodes,
             explained_wait_ns: 0,
             parents_of_profiled,
             groups: self.groups,
-            group_sizes: self.group_sizes,
         };
         tree.explained_wait_ns = tree.nodes[0]
             .children

@@ -153,8 +153,8 @@ impl Classes {
             let children: std::collections::BTreeSet<i32> = p
                 .processes
                 .iter()
-                .filter(|c| c.ppid.map(|pp| tree.group_of(pp)) == Some(pid))
-                .map(|c| tree.group_of(c.pid))
+                .filter(|c| c.ppid.map(|pp| tree.groups.group_of(pp)) == Some(pid))
+                .map(|c| tree.groups.group_of(c.pid))
                 .collect();
             let mut per_class = [0u64; Classification::ALL.len()];
             for child in children {

@@ -1,5 +1,7 @@
 //! Collapsed ("folded") stacks, the input format of flamegraph tools:
 //! `proc (pid);thread (tid);frame;...;frame VALUE`, one line per distinct stack, sorted.
+//! Repeated runs of one program (see `analyse::calltree::ProcessGroups`) are one
+//! `name (N processes);name (N processes)` prefix, so a flamegraph shows them as one.
 //!
 //! - VALUE is in **microseconds** of weight (on-CPU sampling periods plus, unless
 //!   `on_cpu_only`, off-CPU interval durations), rounded; lines that round to 0 µs are
@@ -14,7 +16,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::analyse::calltree::{process_name, thread_name};
+use crate::analyse::calltree::{ProcessGroups, thread_name};
 use crate::analyse::classify::{WaitCategory, categorize};
 use crate::profile::{FrameKind, SampleKind, SampledProfile};
 
@@ -44,6 +46,7 @@ pub fn folded(p: &SampledProfile, on_cpu_only: bool) -> String {
     let mut weights: BTreeMap<String, u64> = BTreeMap::new();
     let mut stack_text: HashMap<(Option<u32>, SampleKind), String> = HashMap::new();
     let mut prefixes: HashMap<(i32, i32), String> = HashMap::new();
+    let groups = ProcessGroups::of(p);
     for s in &p.samples {
         let on_cpu = matches!(s.kind, SampleKind::OnCpu);
         if on_cpu_only && !on_cpu {
@@ -52,8 +55,13 @@ pub fn folded(p: &SampledProfile, on_cpu_only: bool) -> String {
         let prefix = prefixes
             .entry((s.pid, s.tid))
             .or_insert_with(|| {
-                let proc_ = process_name(p, s.pid).replace(';', ":");
-                let thread = thread_name(p, s.pid, s.tid).replace(';', ":");
+                // Repeated runs of one program are merged, as in the steps: their
+                // single thread is named without its tid.
+                let proc_ = groups.label(p, s.pid).replace(';', ":");
+                let thread = match groups.size(s.pid) {
+                    Some(_) => groups.label(p, s.pid).replace(';', ":"),
+                    None => thread_name(p, s.pid, s.tid).replace(';', ":"),
+                };
                 format!("{proc_};{thread}")
             })
             .clone();
