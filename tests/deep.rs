@@ -480,6 +480,27 @@ fn many_runs_of_one_program_are_one_step() {
 }
 
 #[test]
+fn python_threads_waiting_for_the_gil_are_lock_contention() {
+    let _one = serial();
+    // Three CPU-bound Python threads: one runs at a time, the others wait for the GIL on
+    // a condition variable inside Debian's stripped interpreter (take_gil is unnamed).
+    let script = "import threading\n\
+def spin(n):\n    x = 0\n    for i in range(n): x += i\n\
+ts = [threading.Thread(target=spin, args=(3_000_000,)) for _ in range(3)]\n\
+[t.start() for t in ts]; [t.join() for t in ts]\n";
+    let d = tempfile::tempdir().expect("tempdir");
+    record(d.path(), Path::new("/usr/bin/python3"), &["-c", script]);
+    let (class, waits) = class_and_waits(d.path());
+    let f = |k: &str| waits[k].as_f64().expect(k);
+    assert_eq!(class, "Lock", "{waits}");
+    assert!(f("lock") > f("cpu"), "{waits}");
+    assert!(
+        f("thread") < 0.1 * f("lock"),
+        "the GIL is not a thread wait: {waits}"
+    );
+}
+
+#[test]
 fn a_shell_waiting_for_the_program_does_not_dilute_its_shares() {
     let _one = serial();
     let bin = compile("three_funcs", &[]);

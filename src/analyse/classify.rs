@@ -252,16 +252,16 @@ pub struct UserRule {
 /// contention, and so is CPython's GIL although it waits on a condition variable.
 /// glibc's names cover C, C++ (`std::thread::join`, `std::condition_variable`) and
 /// Rust's `JoinHandle::join`; Rust's own futex-based primitives are named as such.
+/// Names are matched with their leading underscores dropped (glibc has
+/// `___pthread_cond_timedwait64`, `__pthread_cond_wait_common`, `__lll_lock_wait`).
 pub static USER_RULES: &[UserRule] = &[
     UserRule {
         category: WaitCategory::Lock,
         patterns: &[
             Exact("take_gil"),
-            Exact("__lll_lock_wait"),
+            Exact("lll_lock_wait"),
             Prefix("pthread_mutex_"),
-            Prefix("__pthread_mutex_"),
             Prefix("pthread_rwlock_"),
-            Prefix("__pthread_rwlock_"),
             Contains("lock_contended"),
             Contains("RwLock"),
         ],
@@ -270,12 +270,9 @@ pub static USER_RULES: &[UserRule] = &[
         category: WaitCategory::Thread,
         patterns: &[
             Exact("pthread_join"),
-            Exact("__pthread_join"),
             Prefix("pthread_timedjoin"),
             Prefix("pthread_clockjoin"),
-            Prefix("__pthread_clockjoin"),
             Prefix("pthread_cond_"),
-            Prefix("__pthread_cond_"),
             Contains("Condvar::wait"),
             Contains("thread::park"),
             Contains("Parker::park"),
@@ -300,7 +297,7 @@ pub fn match_kernel_rule(state: WaitState, kernel_frames: &[&str]) -> Option<&'s
     })
 }
 
-/// The category of one sample, given its frames (any order; only kernel frames count).
+/// The category of one sample, given its frames, root first.
 pub fn categorize(kind: SampleKind, frames: &[&Frame]) -> WaitCategory {
     let state = match kind {
         SampleKind::OnCpu => return WaitCategory::Cpu,
@@ -318,22 +315,51 @@ pub fn categorize(kind: SampleKind, frames: &[&Frame]) -> WaitCategory {
     };
     let kernel = names(FrameKind::Kernel);
     let from_kernel = match_kernel_rule(state, &kernel).map(|r| r.category);
-    if (matches!(from_kernel, Some(WaitCategory::Lock)) || kernel.is_empty())
-        && let Some(rule) = match_user_rule(&names(FrameKind::User))
-    {
-        return rule.category;
+    if matches!(from_kernel, Some(WaitCategory::Lock)) || kernel.is_empty() {
+        let user: Vec<&Frame> = frames
+            .iter()
+            .copied()
+            .filter(|f| f.kind == FrameKind::User)
+            .collect();
+        if interpreter_cond_wait(&user) {
+            return WaitCategory::Lock;
+        }
+        if let Some(rule) = match_user_rule(&names(FrameKind::User)) {
+            return rule.category;
+        }
     }
     from_kernel.unwrap_or(WaitCategory::Other)
+}
+
+/// CPython waits for its GIL on a condition variable, in `take_gil` — a static function
+/// that a stripped interpreter (Debian's) does not name. A condition wait called
+/// straight from the interpreter's own code (`python3.x`, `libpython3.x`) is therefore
+/// lock contention; one called from an extension's code is not. `user` is root first.
+fn interpreter_cond_wait(user: &[&Frame]) -> bool {
+    let is_cond = |f: &&Frame| user_name(&f.function).starts_with("pthread_cond_");
+    let Some(outermost) = user.iter().position(is_cond) else {
+        return false;
+    };
+    user[..outermost]
+        .last()
+        .and_then(|caller| caller.module.as_deref())
+        .is_some_and(|m| m.starts_with("python") || m.starts_with("libpython"))
 }
 
 /// The first user rule (in table order) that any of `user_frames` matches.
 pub fn match_user_rule(user_frames: &[&str]) -> Option<&'static UserRule> {
     USER_RULES.iter().find(|rule| {
         user_frames.iter().any(|f| {
-            let name = base_name(f);
+            let name = user_name(f);
             rule.patterns.iter().any(|p| p.matches(name))
         })
     })
+}
+
+/// A user function's name as the user rules see it: compiler suffixes and leading
+/// underscores dropped.
+fn user_name(function: &str) -> &str {
+    base_name(function).trim_start_matches('_')
 }
 
 #[cfg(test)]
@@ -526,6 +552,23 @@ mod tests {
         );
         let gil = frame("take_gil", FrameKind::User);
         assert_eq!(categorize(off, &[&gil, &cond, &futex]), WaitCategory::Lock);
+        // The GIL in a stripped interpreter: a condition wait called from python3.11's
+        // unnamed code; from an extension, a condition wait stays a thread wait.
+        let in_module = |name: &str, module: &str| Frame {
+            module: Some(module.into()),
+            ..frame(name, FrameKind::User)
+        };
+        let unnamed = in_module("python3.11+0x227e9f", "python3.11");
+        let wait = in_module("___pthread_cond_timedwait64", "libc.so.6");
+        assert_eq!(
+            categorize(off, &[&unnamed, &wait, &cond, &futex]),
+            WaitCategory::Lock
+        );
+        let ext = in_module("pool_wait", "libgomp.so.1");
+        assert_eq!(
+            categorize(off, &[&unnamed, &ext, &wait, &cond, &futex]),
+            WaitCategory::Thread
+        );
         let rust_cv = frame(
             "std::sys::sync::condvar::futex::Condvar::wait_optional_timeout",
             FrameKind::User,
