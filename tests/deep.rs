@@ -305,6 +305,12 @@ fn an_unprivileged_user_gets_a_user_space_profile_and_the_fix() {
         compute >= 0.9 * cpu && compute > 100.0,
         "do_compute {compute} ms of {cpu} ms on CPU"
     );
+    // Where blocked threads wait is read from /proc: the sleeping half is found too,
+    // as a sleep, with its user stack.
+    let sleep = find_step(steps(&map), "do_sleep").expect("do_sleep step");
+    assert_eq!(sleep["classification"], "Idle", "{sleep}");
+    let share = sleep["time_share_pct"].as_f64().expect("share");
+    assert!(share > 30.0, "do_sleep {share}%: {sleep}");
     assert_eq!(
         read_json(&d.path().join("run/summary.json"))["status"],
         "completed"

@@ -33,6 +33,9 @@ pub enum RawFrame {
     /// A user address in no file-backed mapping (JIT code, anonymous memory): resolved
     /// through `/tmp/perf-PID.map` when present.
     Anon { pid: i32, addr: u64 },
+    /// A kernel function known by name only (a blocked thread's wait channel read from
+    /// /proc): index into `RawProfile::kernel_names`.
+    KernelNamed { name: u32 },
 }
 
 /// Interned stack node: the frame and its caller, root first (like `profile::StackNode`).
@@ -97,6 +100,8 @@ pub struct RawProfile {
     pub frames: Vec<RawFrame>,
     pub stacks: Vec<RawStackNode>,
     pub samples: Vec<RawSample>,
+    /// Names of `RawFrame::KernelNamed` frames.
+    pub kernel_names: Vec<String>,
     pub processes: Vec<RawProcess>,
     pub threads: Vec<RawThread>,
     /// Records the kernel dropped (PERF_RECORD_LOST), samples and others.

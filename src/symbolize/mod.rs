@@ -143,6 +143,17 @@ fn expand_frames(raw: &RawProfile, symbolizer: &Symbolizer, unnamed: &mut u64) -
             } => by_module.entry(module).or_default().push((i, file_offset)),
             RawFrame::Kernel { addr } => kernel.push((i, addr)),
             RawFrame::Anon { pid, addr } => anon.entry(pid).or_default().push((i, addr)),
+            RawFrame::KernelNamed { name } => {
+                let function = raw.kernel_names.get(name as usize).cloned();
+                out[i] = vec![Frame {
+                    function: function.unwrap_or_else(|| "[kernel]".to_string()),
+                    module: Some("[kernel]".to_string()),
+                    file: None,
+                    line: None,
+                    kind: FrameKind::Kernel,
+                    inlined: false,
+                }];
+            }
         }
     }
 

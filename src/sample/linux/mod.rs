@@ -6,9 +6,11 @@
 //! - `sampler`: `PerfSampler` (events per CPU, drain thread, time sort).
 //! - `process`: the record state machine — maps, unwinding, off-CPU synthesis.
 //! - `unwind`: DWARF CFI unwinding with framehop.
+//! - `blocked`: where blocked threads wait, from /proc (user-space-only sampling).
 //! - `watcher`: `TaskWatcher`, counting processes without samples.
 //! - `doctor`: `probe_capabilities`.
 
+mod blocked;
 mod doctor;
 mod process;
 mod sampler;

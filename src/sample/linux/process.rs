@@ -149,6 +149,11 @@ pub(crate) struct Processor {
     samples: Vec<RawSample>,
     parked: HashMap<i32, Parked>,
     open: HashMap<i32, OpenInterval>,
+    /// Blocked-thread observations (see `blocked`) per tid, oldest first: the time,
+    /// the state and the stack built from them.
+    observed: HashMap<i32, Vec<(u64, WaitState, Option<u32>)>>,
+    kernel_names: Vec<String>,
+    kernel_name_ids: HashMap<String, u32>,
     lost: u64,
     unwind_failures: u64,
     truncated: u64,
@@ -184,6 +189,9 @@ impl Processor {
             samples: Vec::new(),
             parked: HashMap::new(),
             open: HashMap::new(),
+            observed: HashMap::new(),
+            kernel_names: Vec::new(),
+            kernel_name_ids: HashMap::new(),
             lost: 0,
             unwind_failures: 0,
             truncated: 0,
@@ -535,8 +543,24 @@ impl Processor {
         }
     }
 
-    fn emit_interval(&mut self, tid: i32, iv: OpenInterval, end: u64) {
+    fn emit_interval(&mut self, tid: i32, mut iv: OpenInterval, end: u64) {
         let weight = end.saturating_sub(iv.start);
+        // Without a switch-out stack, the first look at the blocked thread made inside
+        // the interval stands for it; older looks are done with.
+        if let Some(seen) = self.observed.get_mut(&tid) {
+            let inside = seen
+                .iter()
+                .find(|(t, _, _)| (iv.start..=end).contains(t))
+                .copied();
+            seen.retain(|(t, _, _)| *t > end);
+            if let Some((_, state, stack)) = inside
+                && iv.stack.is_none()
+                && iv.state != WaitState::Preempted
+            {
+                iv.stack = stack;
+                iv.state = state;
+            }
+        }
         if weight == 0 {
             return;
         }
@@ -548,6 +572,56 @@ impl Processor {
             weight_ns: weight,
             kind: SampleKind::OffCpu { state: iv.state },
         });
+    }
+
+    /// Threads that have not exited, as (pid, tid): the ones worth a look at /proc.
+    pub(crate) fn live_threads(&self) -> Vec<(i32, i32)> {
+        self.threads
+            .iter()
+            .filter(|(_, t)| !t.exited)
+            .map(|(&tid, t)| (t.pid, tid))
+            .collect()
+    }
+
+    /// Keep what a look at a blocked thread saw: its user stack, unwound now with the
+    /// process's current maps, under a frame naming its wait channel.
+    pub(crate) fn observe(&mut self, o: super::blocked::Observation) {
+        let mut user = unwind::UserStack::default();
+        if let Some((pc, sp, stack)) = &o.user {
+            let full = stack.len() as u64 + 8 >= u64::from(self.stack_bytes);
+            let proc_ = self.procs.entry(o.pid).or_insert_with(|| Proc::new(None));
+            user = unwind::unwind_user(
+                &proc_.unwinder,
+                &mut self.cache,
+                Some((*pc, *sp, 0)),
+                stack,
+                full,
+                &[],
+            );
+        }
+        let mut raw_frames: Vec<RawFrame> = user
+            .frames
+            .iter()
+            .rev()
+            .map(|&a| self.resolve_user(o.pid, a))
+            .collect::<Vec<_>>();
+        if let Some(w) = &o.wchan {
+            let next = self.kernel_names.len() as u32;
+            let name = *self.kernel_name_ids.entry(w.clone()).or_insert(next);
+            if name == next {
+                self.kernel_names.push(w.clone());
+            }
+            raw_frames.push(RawFrame::KernelNamed { name });
+        }
+        let mut node = None;
+        for f in raw_frames {
+            let fid = self.frame_id(f);
+            node = Some(self.stack_id(node, fid));
+        }
+        self.observed
+            .entry(o.tid)
+            .or_default()
+            .push((o.time, o.state, node));
     }
 
     /// Close what is still open and produce the profile. Times become relative to t0.
@@ -582,11 +656,15 @@ impl Processor {
                 .iter()
                 .any(|s| matches!(s.kind, SampleKind::OffCpu { .. }))
         {
-            warnings.push(
+            let seen = if self.observed.is_empty() && self.kernel_names.is_empty() {
+                ""
+            } else {
+                " (except in waits a look at /proc caught)"
+            };
+            warnings.push(format!(
                 "off-CPU state from context-switch records only: sleeping (S) and \
-                 uninterruptible (D) waits are not told apart"
-                    .to_string(),
-            );
+                 uninterruptible (D) waits are not told apart{seen}"
+            ));
         }
         let mut processes: Vec<RawProcess> = self
             .procs
@@ -625,6 +703,7 @@ impl Processor {
             frames: self.frames,
             stacks: self.stacks,
             samples,
+            kernel_names: self.kernel_names,
             processes,
             threads,
             lost_records: self.lost,

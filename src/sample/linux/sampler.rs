@@ -33,6 +33,7 @@ use std::thread::JoinHandle;
 use linux_perf_event_reader::{RawData, RawEventRecord, RecordParseInfo, RecordType};
 use perf_event_open_sys::bindings as b;
 
+use super::blocked;
 use super::process::{EventRole, Processor};
 use super::sys::{self, OwnedRecord, Ring};
 use super::tracefs;
@@ -269,7 +270,8 @@ impl PerfSampler {
                 .map_or("unknown".to_string(), |p| p.to_string());
             warnings.push(format!(
                 "user-space sampling only (kernel.perf_event_paranoid = {p}, not root): no kernel \
-                 frames, and off-CPU time has durations but no stacks — fix: sudo sysctl \
+                 frames; where blocked threads wait is read from /proc every {POLL_MS} ms, so \
+                 shorter waits have a duration but no stack — fix: sudo sysctl \
                  kernel.perf_event_paranoid=1, or run as root"
             ));
         }
@@ -382,7 +384,7 @@ impl PerfSampler {
         };
         let scope_note = match scope {
             Scope::Full => "",
-            Scope::UserOnly => ", user space only",
+            Scope::UserOnly => ", user space only; blocked threads read from /proc",
         };
         let description = format!(
             "perf_event {ev_name} + {switch_name}, dwarf unwinding ({stack_bytes} B stack copies){scope_note}"
@@ -396,9 +398,11 @@ impl PerfSampler {
         let processor = Processor::new(stack_bytes, nominal, me);
         let (tx, rx) = mpsc::channel::<u64>();
         let desc = description.clone();
+        // Without switch-out stacks, blocked threads are looked at through /proc.
+        let poll_blocked = (scope == Scope::UserOnly).then_some(stack_bytes as usize);
         let thread = std::thread::Builder::new()
             .name("profmap-perf-drain".into())
-            .spawn(move || drain_loop(opened, processor, rx, desc, freq, warnings))
+            .spawn(move || drain_loop(opened, processor, rx, desc, freq, warnings, poll_blocked))
             .map_err(|e| Error::Tool(format!("cannot start the drain thread: {e}")))?;
         Ok(PerfSampler {
             stop: Some(tx),
@@ -449,6 +453,7 @@ fn drain_loop(
     description: String,
     freq: u32,
     warnings: Vec<String>,
+    poll_blocked: Option<usize>,
 ) -> RawProfile {
     let mut pending: Vec<Pending> = Vec::new();
     let mut seq = 0u64;
@@ -470,6 +475,14 @@ fn drain_loop(
             &mut processor,
             round.saturating_sub(SORT_SLACK_NS),
         );
+        if let Some(stack_bytes) = poll_blocked {
+            let now = sys::monotonic_ns();
+            for (pid, tid) in processor.live_threads() {
+                if let Some(o) = blocked::observe(pid, tid, stack_bytes, now) {
+                    processor.observe(o);
+                }
+            }
+        }
     };
     for r in &opened.rings {
         sys::disable(r.fd());
