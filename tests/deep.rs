@@ -229,6 +229,15 @@ fn threads_and_a_forked_child_appear_in_the_steps() {
 
 /// Run profmap as the unprivileged user `nobody` (perf_event_paranoid is 2 here).
 fn as_nobody(args: &[&str], out: &Path, target: &Path) -> std::process::Output {
+    as_nobody_with(args, out, target, &[])
+}
+
+fn as_nobody_with(
+    args: &[&str],
+    out: &Path,
+    target: &Path,
+    target_args: &[&str],
+) -> std::process::Output {
     std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(assert_cmd::cargo::cargo_bin("profmap"))
@@ -237,6 +246,7 @@ fn as_nobody(args: &[&str], out: &Path, target: &Path) -> std::process::Output {
         .arg(out)
         .arg("--")
         .arg(target)
+        .args(target_args)
         .output()
         .expect("setpriv runs")
 }
@@ -311,6 +321,18 @@ fn an_unprivileged_user_gets_a_user_space_profile_and_the_fix() {
     assert_eq!(sleep["classification"], "Idle", "{sleep}");
     let share = sleep["time_share_pct"].as_f64().expect("share");
     assert!(share > 30.0, "do_sleep {share}%: {sleep}");
+    // Threads blocked from the start (a condvar pool, main's join) are named too: the
+    // looks are unwound with the maps of their time, not before the libraries are known.
+    let pool = d.path().join("idle_pool");
+    std::fs::copy(compile("idle_pool", &[]), &pool).expect("copy fixture");
+    let out = d.path().join("pool");
+    let rec = as_nobody_with(&["record", "-q"], &out, &pool, &["200000000"]);
+    assert_eq!(rec.status.code(), Some(0), "{rec:?}");
+    let (class, waits) = class_and_waits(&out);
+    let f = |k: &str| waits[k].as_f64().expect(k);
+    assert_eq!(class, "CPU", "{waits}");
+    assert!(f("thread") > 2.0 * f("cpu"), "{waits}");
+    assert!(f("lock") < 0.05 * f("thread"), "{waits}");
     assert_eq!(
         read_json(&d.path().join("run/summary.json"))["status"],
         "completed"

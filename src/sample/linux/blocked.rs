@@ -14,8 +14,21 @@
 //! in between and the copy is dropped (the wait channel is kept). An off-CPU interval
 //! takes the first observation made inside it; one shorter than a round has none and
 //! stays without a stack.
+//!
+//! A thread still in the same call as at the last look (the same syscall line: number,
+//! arguments, SP, PC) is not read again: the observation says so (`repeat`) and the
+//! caller reuses what it made of the last one. A long-blocked thread pool then costs two
+//! small reads per thread per round, not a stack copy and an unwind.
+
+use std::collections::HashMap;
 
 use crate::profile::WaitState;
+
+/// The last syscall line seen per thread.
+#[derive(Debug, Default)]
+pub(crate) struct Looker {
+    last: HashMap<i32, String>,
+}
 
 /// What one look at a blocked thread saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,17 +42,53 @@ pub(crate) struct Observation {
     pub wchan: Option<String>,
     /// User (PC, SP) at syscall entry and the stack copied from SP, when consistent.
     pub user: Option<(u64, u64, Vec<u8>)>,
+    /// Still in the same call as at the last look: `wchan` and `user` were not read.
+    pub repeat: bool,
+}
+
+impl Looker {
+    /// Look at one thread; `None` when it is not blocked (running, runnable, gone).
+    pub(crate) fn look(
+        &mut self,
+        pid: i32,
+        tid: i32,
+        stack_bytes: usize,
+        time: u64,
+    ) -> Option<Observation> {
+        let syscall = format!("/proc/{pid}/task/{tid}/syscall");
+        let line = std::fs::read_to_string(&syscall).ok();
+        let repeat = line.is_some() && self.last.get(&tid) == line.as_ref();
+        if repeat {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+            let state = blocked_state(&stat)?;
+            return Some(Observation {
+                pid,
+                tid,
+                time,
+                state,
+                wchan: None,
+                user: None,
+                repeat: true,
+            });
+        }
+        let o = observe(pid, tid, stack_bytes, time);
+        match (&o, line) {
+            (Some(o), Some(line)) if o.user.is_some() => {
+                self.last.insert(tid, line);
+            }
+            _ => {
+                self.last.remove(&tid);
+            }
+        }
+        o
+    }
 }
 
 /// Look at one thread; `None` when it is not blocked (running, runnable, gone).
-pub(crate) fn observe(pid: i32, tid: i32, stack_bytes: usize, time: u64) -> Option<Observation> {
+fn observe(pid: i32, tid: i32, stack_bytes: usize, time: u64) -> Option<Observation> {
     let dir = format!("/proc/{pid}/task/{tid}");
     let stat = std::fs::read_to_string(format!("{dir}/stat")).ok()?;
-    let state = match stat_state(&stat)? {
-        'S' => WaitState::Sleeping,
-        'D' => WaitState::Uninterruptible,
-        _ => return None,
-    };
+    let state = blocked_state(&stat)?;
     let wchan = std::fs::read_to_string(format!("{dir}/wchan"))
         .ok()
         .map(|w| w.trim().to_string())
@@ -62,7 +111,17 @@ pub(crate) fn observe(pid: i32, tid: i32, stack_bytes: usize, time: u64) -> Opti
         state,
         wchan,
         user,
+        repeat: false,
     })
+}
+
+/// S or D from a `stat` line; `None` for any other state.
+fn blocked_state(stat: &str) -> Option<WaitState> {
+    match stat_state(stat)? {
+        'S' => Some(WaitState::Sleeping),
+        'D' => Some(WaitState::Uninterruptible),
+        _ => None,
+    }
 }
 
 /// The state letter of a `stat` line (the field after the parenthesised name, which may

@@ -152,6 +152,8 @@ pub(crate) struct Processor {
     /// Blocked-thread observations (see `blocked`) per tid, oldest first: the time,
     /// the state and the stack built from them.
     observed: HashMap<i32, Vec<(u64, WaitState, Option<u32>)>>,
+    /// The stack made of each thread's last full look, for looks that repeat it.
+    last_look: HashMap<i32, Option<u32>>,
     kernel_names: Vec<String>,
     kernel_name_ids: HashMap<String, u32>,
     lost: u64,
@@ -190,6 +192,7 @@ impl Processor {
             parked: HashMap::new(),
             open: HashMap::new(),
             observed: HashMap::new(),
+            last_look: HashMap::new(),
             kernel_names: Vec::new(),
             kernel_name_ids: HashMap::new(),
             lost: 0,
@@ -574,18 +577,31 @@ impl Processor {
         });
     }
 
-    /// Threads that have not exited, as (pid, tid): the ones worth a look at /proc.
+    /// Threads that have not exited, as (pid, tid) by tid: the ones worth a look at
+    /// /proc.
     pub(crate) fn live_threads(&self) -> Vec<(i32, i32)> {
-        self.threads
+        let mut v: Vec<(i32, i32)> = self
+            .threads
             .iter()
             .filter(|(_, t)| !t.exited)
             .map(|(&tid, t)| (t.pid, tid))
-            .collect()
+            .collect();
+        v.sort_unstable_by_key(|&(_, tid)| tid);
+        v
     }
 
     /// Keep what a look at a blocked thread saw: its user stack, unwound now with the
     /// process's current maps, under a frame naming its wait channel.
     pub(crate) fn observe(&mut self, o: super::blocked::Observation) {
+        if o.repeat
+            && let Some(&node) = self.last_look.get(&o.tid)
+        {
+            self.observed
+                .entry(o.tid)
+                .or_default()
+                .push((o.time, o.state, node));
+            return;
+        }
         let mut user = unwind::UserStack::default();
         if let Some((pc, sp, stack)) = &o.user {
             let full = stack.len() as u64 + 8 >= u64::from(self.stack_bytes);
@@ -618,6 +634,7 @@ impl Processor {
             let fid = self.frame_id(f);
             node = Some(self.stack_id(node, fid));
         }
+        self.last_look.insert(o.tid, node);
         self.observed
             .entry(o.tid)
             .or_default()

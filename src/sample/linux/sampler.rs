@@ -25,7 +25,7 @@
 //! the next round. Unwinding happens in this thread, so only addresses, not stack copies,
 //! are kept in memory. Rings are sized for rate × record size × 50 ms.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -44,6 +44,9 @@ use crate::sample::RawProfile;
 /// How long records wait in the sort buffer before being processed.
 const SORT_SLACK_NS: u64 = 20_000_000;
 const POLL_MS: i32 = 10;
+/// At most this many threads are looked at through /proc per drain round (user-space
+/// scope), in turn: about 1 ms of the drain thread's time per round.
+const LOOKS_PER_ROUND: usize = 64;
 
 /// A running perf_event sampler attached to a process tree.
 #[derive(Debug)]
@@ -456,6 +459,11 @@ fn drain_loop(
     poll_blocked: Option<usize>,
 ) -> RawProfile {
     let mut pending: Vec<Pending> = Vec::new();
+    let mut looker = blocked::Looker::default();
+    // Looks wait here until the records before them are processed: they are unwound
+    // with the maps of their time, like samples.
+    let mut looks: VecDeque<blocked::Observation> = VecDeque::new();
+    let mut turn = 0usize;
     let mut seq = 0u64;
     let mut buf = Vec::new();
     let t0 = loop {
@@ -472,16 +480,19 @@ fn drain_loop(
         collect(&mut opened, &mut buf, &mut pending, &mut seq);
         process_upto(
             &mut pending,
+            &mut looks,
             &mut processor,
             round.saturating_sub(SORT_SLACK_NS),
         );
         if let Some(stack_bytes) = poll_blocked {
             let now = sys::monotonic_ns();
-            for (pid, tid) in processor.live_threads() {
-                if let Some(o) = blocked::observe(pid, tid, stack_bytes, now) {
-                    processor.observe(o);
-                }
+            let threads = processor.live_threads();
+            let n = threads.len().min(LOOKS_PER_ROUND);
+            for k in 0..n {
+                let (pid, tid) = threads[(turn + k) % threads.len()];
+                looks.extend(looker.look(pid, tid, stack_bytes, now));
             }
+            turn = turn.wrapping_add(n);
         }
     };
     for r in &opened.rings {
@@ -492,7 +503,7 @@ fn drain_loop(
     }
     let end = sys::monotonic_ns();
     collect(&mut opened, &mut buf, &mut pending, &mut seq);
-    process_upto(&mut pending, &mut processor, u64::MAX);
+    process_upto(&mut pending, &mut looks, &mut processor, u64::MAX);
     let mut raw = processor.finish(t0, end, description, freq);
     raw.warnings.splice(0..0, warnings);
     raw
@@ -549,13 +560,32 @@ fn collect(
     }
 }
 
-fn process_upto(pending: &mut Vec<Pending>, processor: &mut Processor, watermark: u64) {
-    if pending.is_empty() {
-        return;
-    }
+/// Handle the records up to `watermark` in time order, with the /proc looks of that
+/// time interleaved by their time.
+fn process_upto(
+    pending: &mut Vec<Pending>,
+    looks: &mut VecDeque<blocked::Observation>,
+    processor: &mut Processor,
+    watermark: u64,
+) {
     pending.sort_by_key(|p| (p.time, p.seq));
     let n = pending.partition_point(|p| p.time <= watermark);
     for p in pending.drain(..n) {
+        deliver_looks(looks, processor, |t| t < p.time);
         processor.handle(&p.rec, p.role, &p.info);
+    }
+    deliver_looks(looks, processor, |t| t <= watermark);
+}
+
+/// Hand the processor the queued looks (oldest first) whose time passes `due`.
+fn deliver_looks(
+    looks: &mut VecDeque<blocked::Observation>,
+    processor: &mut Processor,
+    due: impl Fn(u64) -> bool,
+) {
+    while looks.front().is_some_and(|o| due(o.time)) {
+        if let Some(o) = looks.pop_front() {
+            processor.observe(o);
+        }
     }
 }
