@@ -31,11 +31,20 @@ fn hotspot_sum(map: &Value, function: &str, field: &str) -> f64 {
 
 /// Depth-first search of the steps tree for a function.
 fn find_step<'a>(steps: &'a Value, function: &str) -> Option<&'a Value> {
+    find_step_by(steps, &|f| f == function)
+}
+
+/// Depth-first search of the steps tree for a function whose name contains `part`.
+fn find_step_containing<'a>(steps: &'a Value, part: &str) -> Option<&'a Value> {
+    find_step_by(steps, &|f| f.contains(part))
+}
+
+fn find_step_by<'a>(steps: &'a Value, pred: &dyn Fn(&str) -> bool) -> Option<&'a Value> {
     for s in steps.as_array()? {
-        if s["function"] == function {
+        if s["function"].as_str().is_some_and(pred) {
             return Some(s);
         }
-        if let Some(found) = find_step(&s["children"], function) {
+        if let Some(found) = find_step_by(&s["children"], pred) {
             return Some(found);
         }
     }
@@ -526,6 +535,25 @@ ts = [threading.Thread(target=spin, args=(3_000_000,)) for _ in range(3)]\n\
         f("thread") < 0.1 * f("lock"),
         "the GIL is not a thread wait: {waits}"
     );
+}
+
+#[test]
+fn rust_mutex_contention_is_lock_and_a_channel_receive_is_a_thread_wait() {
+    let _one = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    record(d.path(), &compile("sync", &[]), &[]);
+    let (_, waits) = class_and_waits(d.path());
+    let f = |k: &str| waits[k].as_f64().expect(k);
+    assert!(f("lock") > 100.0, "the Mutex is contended: {waits}");
+    // Four joins of about 0.4 s and a receive of about 0.2 s.
+    assert!(f("thread") > 150.0, "{waits}");
+    let map = valid_map(d.path());
+    let recv = find_step_containing(steps(&map), "wait_until")
+        .unwrap_or_else(|| panic!("the channel receive: {}", steps(&map)));
+    let w = &recv["wait_breakdown_ms"];
+    let thread = w["thread"].as_f64().unwrap_or(0.0);
+    let lock = w["lock"].as_f64().unwrap_or(0.0);
+    assert!(thread > 10.0 * lock.max(1.0), "{recv}");
 }
 
 #[test]

@@ -275,6 +275,7 @@ pub static USER_RULES: &[UserRule] = &[
             Prefix("pthread_cond_"),
             Contains("Condvar::wait"),
             Contains("thread::park"),
+            Contains("Thread::park"),
             Contains("Parker::park"),
             Contains("parking_lot_core::parking_lot::park"),
         ],
@@ -348,18 +349,21 @@ fn interpreter_cond_wait(user: &[&Frame]) -> bool {
 
 /// The first user rule (in table order) that any of `user_frames` matches.
 pub fn match_user_rule(user_frames: &[&str]) -> Option<&'static UserRule> {
+    let names: Vec<String> = user_frames.iter().map(|f| user_name(f)).collect();
     USER_RULES.iter().find(|rule| {
-        user_frames.iter().any(|f| {
-            let name = user_name(f);
-            rule.patterns.iter().any(|p| p.matches(name))
-        })
+        names
+            .iter()
+            .any(|name| rule.patterns.iter().any(|p| p.matches(name)))
     })
 }
 
 /// A user function's name as the user rules see it: compiler suffixes and leading
-/// underscores dropped.
-fn user_name(function: &str) -> &str {
-    base_name(function).trim_start_matches('_')
+/// underscores dropped, and the angle brackets of Rust's and C++'s qualified names
+/// (`<std::sys::sync::thread_parking::futex::Parker>::park`) taken out.
+fn user_name(function: &str) -> String {
+    base_name(function)
+        .trim_start_matches('_')
+        .replace(['<', '>'], "")
 }
 
 #[cfg(test)]
@@ -574,6 +578,17 @@ mod tests {
             FrameKind::User,
         );
         assert_eq!(categorize(off, &[&rust_cv, &futex]), WaitCategory::Thread);
+        // Rust's qualified names, as DWARF gives them for a channel receive.
+        let park = frame(
+            "<std::sys::sync::thread_parking::futex::Parker>::park",
+            FrameKind::User,
+        );
+        assert_eq!(categorize(off, &[&park, &futex]), WaitCategory::Thread);
+        let contended = frame(
+            "<std::sys::sync::mutex::futex::Mutex>::lock_contended",
+            FrameKind::User,
+        );
+        assert_eq!(categorize(off, &[&contended, &futex]), WaitCategory::Lock);
         // Only a futex wait is refined: a join frame above a file wait stays file.
         let fsync = frame("ext4_sync_file", FrameKind::Kernel);
         assert_eq!(categorize(off, &[&join, &fsync]), WaitCategory::File);

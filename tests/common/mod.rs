@@ -13,8 +13,8 @@ pub fn fixtures_dir() -> &'static Path {
         .path()
 }
 
-/// Compile tests/fixtures/c/NAME.c with the system cc, or tests/fixtures/cpp/NAME.cpp
-/// with c++ (extra flags allowed); cached.
+/// Compile tests/fixtures/c/NAME.c with the system cc, tests/fixtures/cpp/NAME.cpp with
+/// c++, or tests/fixtures/rust/NAME.rs with rustc -O (extra flags allowed); cached.
 pub fn compile(name: &str, flags: &[&str]) -> PathBuf {
     let tag = flags.join("").replace(['-', ' ', '='], "");
     let out = fixtures_dir().join(format!("{name}{tag}"));
@@ -23,22 +23,27 @@ pub fn compile(name: &str, flags: &[&str]) -> PathBuf {
     }
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let c = fixtures.join("c").join(format!("{name}.c"));
-    let (src, compiler) = if c.exists() {
-        (c, "cc")
-    } else {
-        (fixtures.join("cpp").join(format!("{name}.cpp")), "c++")
-    };
+    let rust = fixtures.join("rust").join(format!("{name}.rs"));
     let tmp = out.with_extension(format!("tmp{}", std::process::id()));
-    let st = Command::new(compiler)
-        .args(["-O2", "-g"])
-        .args(flags)
-        .arg(&src)
-        .arg("-o")
-        .arg(&tmp)
-        .arg("-lpthread")
-        .status()
-        .expect("cc runs");
-    assert!(st.success(), "compiling {}", src.display());
+    let mut cmd = if c.exists() {
+        let mut cmd = Command::new("cc");
+        cmd.args(["-O2", "-g"]).args(flags).arg(&c).arg("-lpthread");
+        cmd
+    } else if rust.exists() {
+        let mut cmd = Command::new("rustc");
+        cmd.args(["-O", "-g"]).args(flags).arg(&rust);
+        cmd
+    } else {
+        let cpp = fixtures.join("cpp").join(format!("{name}.cpp"));
+        let mut cmd = Command::new("c++");
+        cmd.args(["-O2", "-g"])
+            .args(flags)
+            .arg(&cpp)
+            .arg("-lpthread");
+        cmd
+    };
+    let st = cmd.arg("-o").arg(&tmp).status().expect("the compiler runs");
+    assert!(st.success(), "compiling {name}: {cmd:?}");
     std::fs::rename(&tmp, &out).expect("rename");
     out
 }
