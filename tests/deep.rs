@@ -531,8 +531,10 @@ ts = [threading.Thread(target=spin, args=(3_000_000,)) for _ in range(3)]\n\
     let f = |k: &str| waits[k].as_f64().expect(k);
     assert_eq!(class, "Lock", "{waits}");
     assert!(f("lock") > f("cpu"), "{waits}");
+    // Main's join (a semaphore inside CPython) is a thread wait, about one run long;
+    // the GIL waits of the two threads not running are the lock, about two.
     assert!(
-        f("thread") < 0.1 * f("lock"),
+        f("thread") < f("lock"),
         "the GIL is not a thread wait: {waits}"
     );
 }

@@ -273,6 +273,12 @@ pub static USER_RULES: &[UserRule] = &[
             Prefix("pthread_timedjoin"),
             Prefix("pthread_clockjoin"),
             Prefix("pthread_cond_"),
+            // A semaphore is waited on for another thread's post: libuv's and CPython's
+            // thread locks (join, queue.get, Event.wait) are semaphores.
+            Prefix("sem_wait"),
+            Prefix("sem_timedwait"),
+            Prefix("sem_clockwait"),
+            Prefix("new_sem_wait"),
             Contains("Condvar::wait"),
             Contains("thread::park"),
             Contains("Thread::park"),
@@ -578,6 +584,8 @@ mod tests {
             FrameKind::User,
         );
         assert_eq!(categorize(off, &[&rust_cv, &futex]), WaitCategory::Thread);
+        let sem = frame("__new_sem_wait_slow64", FrameKind::User);
+        assert_eq!(categorize(off, &[&sem, &futex]), WaitCategory::Thread);
         // Rust's qualified names, as DWARF gives them for a channel receive.
         let park = frame(
             "<std::sys::sync::thread_parking::futex::Parker>::park",
