@@ -575,9 +575,11 @@ fn a_shell_waiting_for_the_program_does_not_dilute_its_shares() {
     let script = format!("{} 20000000; true", bin.display());
     record(d.path(), Path::new("sh"), &["-c", &script]);
     let map = valid_map(d.path());
+    // Halved would be about 25 %; the bound is loose because other load on the machine
+    // turns some of the work into preemption, which lands unevenly on the functions.
     let a = hotspot_sum(&map, "func_a", "self_share_pct");
     assert!(
-        (a - 50.0).abs() <= 5.0,
+        (a - 50.0).abs() <= 10.0,
         "func_a {a}% of the session, not halved by the shell's wait"
     );
     let top = &map["profile_result"]["top_bottlenecks"][0];
