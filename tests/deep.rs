@@ -575,12 +575,17 @@ fn a_shell_waiting_for_the_program_does_not_dilute_its_shares() {
     let script = format!("{} 20000000; true", bin.display());
     record(d.path(), Path::new("sh"), &["-c", &script]);
     let map = valid_map(d.path());
-    // Halved would be about 25 %; the bound is loose because other load on the machine
-    // turns some of the work into preemption, which lands unevenly on the functions.
-    let a = hotspot_sum(&map, "func_a", "self_share_pct");
+    // The three functions hold the session (about 100 %), not half of it with the
+    // shell's wait as the other half. (Each function's own wall share is not checked:
+    // other load on the machine turns some work into preemption, which lands on
+    // whichever function was running, in chunks of several milliseconds.)
+    let three: f64 = ["func_a", "func_b", "func_c"]
+        .iter()
+        .map(|f| hotspot_sum(&map, f, "self_share_pct"))
+        .sum();
     assert!(
-        (a - 50.0).abs() <= 10.0,
-        "func_a {a}% of the session, not halved by the shell's wait"
+        three > 90.0,
+        "the functions hold {three}% of the session, not halved by the shell's wait"
     );
     let top = &map["profile_result"]["top_bottlenecks"][0];
     assert_eq!(
