@@ -387,9 +387,10 @@ fn threads_sharing_one_cpu_wait_in_the_run_queue_and_a_join_is_not_a_lock() {
     let (class, waits) = class_and_waits(d.path());
     assert_eq!(class, "CPU", "{waits}");
     let f = |k: &str| waits[k].as_f64().expect(k);
-    // Two busy threads pinned to one CPU: each waits for it about as long as it runs.
+    // Two busy threads pinned to one CPU: each waits for it about as long as it runs
+    // (longer when other load shares that CPU too).
     let rq = f("runqueue") / (f("runqueue") + f("cpu"));
-    assert!((0.35..=0.65).contains(&rq), "runqueue share {rq}: {waits}");
+    assert!((0.35..=0.85).contains(&rq), "runqueue share {rq}: {waits}");
     // The main thread waits in a futex inside pthread_join: a join, not contention.
     assert!(f("thread") > 0.5 * f("cpu"), "{waits}");
     assert!(f("lock") < 0.05 * f("thread"), "{waits}");
