@@ -21,7 +21,8 @@ use profmap::profile::{
 const MS: u64 = 1_000_000;
 
 /// Builds a `SampledProfile` from readable stacks. A frame is written `name`,
-/// `name@file:line`, `k:name` (kernel) or `py:name` (Python).
+/// `name@file:line`, `k:name` (kernel), `py:name` (Python) or `i:name` (user code
+/// inlined into its caller).
 #[derive(Default)]
 struct Builder {
     p: SampledProfile,
@@ -70,6 +71,10 @@ impl Builder {
     }
 
     fn frame(&mut self, spec: &str) -> u32 {
+        let (inlined, spec) = match spec.strip_prefix("i:") {
+            Some(r) => (true, r),
+            None => (false, spec),
+        };
         let (kind, rest) = if let Some(r) = spec.strip_prefix("k:") {
             (FrameKind::Kernel, r)
         } else if let Some(r) = spec.strip_prefix("py:") {
@@ -98,7 +103,7 @@ impl Builder {
             file,
             line,
             kind,
-            inlined: false,
+            inlined,
         };
         let next = self.p.frames.len() as u32;
         let id = *self.frames.entry(frame.clone()).or_insert(next);
@@ -330,6 +335,33 @@ fn three_way_split_gives_three_children_and_cpu() {
     assert!(close(a.wait_breakdown_ms["cpu"], 100.0));
     assert!(close(a.wait_breakdown_ms["sleep"], 0.0));
     assert_eq!(a.wait_breakdown_ms.len(), 11);
+}
+
+#[test]
+fn a_bottleneck_in_inlined_code_names_the_function_it_sits_in() {
+    let p = Builder::new()
+        .process(1, None, "app")
+        .add(1, 1, "main;compute@prog.c:5;i:lt@cmp.rs:10", on(), 70, MS)
+        .add(
+            1,
+            1,
+            "main;compute@prog.c:5;i:next@iter.rs:20",
+            on(),
+            30,
+            MS,
+        )
+        .build();
+    let a = analyse(&p);
+    let top = &a.top_bottlenecks[0];
+    assert!(
+        top.description
+            .starts_with("lt (cmp.rs:10; inlined into compute) takes 70.0%"),
+        "{}",
+        top.description
+    );
+    // Hotspots credit inlined code to the function whose machine code it is.
+    assert_eq!(a.hotspots[0].function, "compute");
+    assert!(close(a.hotspots[0].self_share_pct, 100.0));
 }
 
 #[test]

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::profile::SampledProfile;
 
-use super::calltree::CallTree;
+use super::calltree::{CallTree, NodeLabel};
 use super::classify::WaitCategory;
 use super::steps::{Step, StepRef, ms, pct};
 use super::{Classes, Classification};
@@ -56,6 +56,7 @@ fn categories(waits: &[u64; WaitCategory::ALL.len()]) -> Vec<(WaitCategory, u64)
 }
 
 pub(crate) fn top_bottlenecks(
+    p: &SampledProfile,
     tree: &CallTree,
     classes: &Classes,
     steps: &[Step],
@@ -85,14 +86,25 @@ pub(crate) fn top_bottlenecks(
         .take(MAX_BOTTLENECKS)
         .filter_map(|r| {
             let step = find(steps, &r.id)?;
-            let node = &tree.nodes[*r.nodes.first()?];
+            let node_id = *r.nodes.first()?;
+            let node = &tree.nodes[node_id];
             let class = classes.dominant(&node.waits_ns, node.pid);
             let cats = categories(&node.waits_ns);
             let (top_cat, top_ns) = cats.first().copied()?;
-            let place = step
-                .location
-                .as_deref()
-                .map_or(String::new(), |l| format!(" ({l})"));
+            // Code inlined into another function (DWARF's short names: `lt`, `next`)
+            // says which function it sits in.
+            let inlined_into = match node.label {
+                NodeLabel::Function { frame } if p.frames[frame as usize].inlined => tree
+                    .containing_function(p, node_id)
+                    .map(|f| p.frames[f as usize].function.as_str()),
+                _ => None,
+            };
+            let place = match (step.location.as_deref(), inlined_into) {
+                (Some(l), Some(f)) => format!(" ({l}; inlined into {f})"),
+                (None, Some(f)) => format!(" (inlined into {f})"),
+                (Some(l), None) => format!(" ({l})"),
+                (None, None) => String::new(),
+            };
             let description = format!(
                 "{}{} takes {:.1}% of the sampled wall time, {:.1}% of it {}",
                 step.function,

@@ -251,6 +251,22 @@ impl CallTree {
         self.nodes[0].wall_ns.saturating_sub(self.explained_wait_ns)
     }
 
+    /// The frame of the nearest function node, from `node` up, that was not inlined:
+    /// the function whose machine code the samples of `node` ran in.
+    pub fn containing_function(&self, p: &SampledProfile, node: usize) -> Option<u32> {
+        let mut cur = Some(node);
+        while let Some(i) = cur {
+            match self.nodes[i].label {
+                NodeLabel::Function { frame } if !p.frames[frame as usize].inlined => {
+                    return Some(frame);
+                }
+                NodeLabel::Function { .. } => cur = self.nodes[i].parent,
+                _ => return None,
+            }
+        }
+        None
+    }
+
     /// True when process `pid` has a child process with samples of its own.
     pub fn has_profiled_child(&self, pid: i32) -> bool {
         self.parents_of_profiled

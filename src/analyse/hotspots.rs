@@ -53,7 +53,7 @@ pub fn hotspots(p: &SampledProfile, tree: &CallTree) -> Vec<Hotspot> {
         let NodeLabel::Function { frame } = n.label else {
             continue;
         };
-        let owner = containing_function(p, tree, i).unwrap_or(frame);
+        let owner = tree.containing_function(p, i).unwrap_or(frame);
         let acc = by_fn.entry(owner).or_default();
         acc.self_ns += n.self_wall_ns - explained_wait(tree, i);
         acc.self_cpu_ns += n.self_cpu_ns;
@@ -84,22 +84,6 @@ pub fn hotspots(p: &SampledProfile, tree: &CallTree) -> Vec<Hotspot> {
             }
         })
         .collect()
-}
-
-/// The frame of the nearest function node, from `node` up, that was not inlined: the
-/// function whose machine code the samples of `node` ran in.
-fn containing_function(p: &SampledProfile, tree: &CallTree, node: usize) -> Option<u32> {
-    let mut cur = Some(node);
-    while let Some(i) = cur {
-        match tree.nodes[i].label {
-            NodeLabel::Function { frame } if !p.frames[frame as usize].inlined => {
-                return Some(frame);
-            }
-            NodeLabel::Function { .. } => cur = tree.nodes[i].parent,
-            _ => return None,
-        }
-    }
-    None
 }
 
 /// Self time of node `i` spent waiting for work that was profiled itself (child

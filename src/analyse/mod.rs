@@ -240,7 +240,7 @@ pub fn analyse(p: &SampledProfile) -> Analysis {
         }
     }
     let classification = argmax(&per_class).unwrap_or(Classification::Unknown);
-    let top_bottlenecks = bottleneck::top_bottlenecks(&tree, &classes, &steps, &refs);
+    let top_bottlenecks = bottleneck::top_bottlenecks(p, &tree, &classes, &steps, &refs);
     let bottleneck_detail =
         bottleneck::detail(p, &tree, classification, &per_class, &top_bottlenecks);
 
