@@ -557,6 +557,13 @@ fn rust_mutex_contention_is_lock_and_a_channel_receive_is_a_thread_wait() {
         waits_of(recv, "lock") < 0.1 * waits_of(recv, "thread"),
         "{recv}"
     );
+    // The four workers and the producer share the program's name: one thread step.
+    let pool = all
+        .iter()
+        .find(|s| s["function"] == "sync (5 threads)")
+        .unwrap_or_else(|| panic!("one step for the pool: {}", steps(&map)));
+    let lock = "std::sync::poison::mutex::Mutex<T>::lock";
+    assert!(find_step(&pool["children"], lock).is_some(), "{pool}");
 }
 
 /// Every step of the tree, depth first.

@@ -9,6 +9,8 @@
 //!   themselves one group) are one process node, "name (N processes)", keyed by the
 //!   lowest pid: a shell loop running `true` 500 times is one step holding its time,
 //!   as `perf report --sort comm` would show it, not 500 steps under 1 % each.
+//! - Likewise the threads of one process that share a name (a worker pool), the main
+//!   thread aside, are one thread node, "name (N threads)", keyed by the lowest tid.
 //! - A function node is keyed by (function, module, kind), not by frame: frames are
 //!   interned per call-site line, and two lines of `main` are still one `main`.
 //! - Kernel frames are not nodes: they are the evidence for the sample's category (and
@@ -109,13 +111,18 @@ pub struct CallTree {
     pub groups: ProcessGroups,
 }
 
-/// Processes that share one process node: repeated runs of one program.
+/// Processes that share one process node (repeated runs of one program), and threads
+/// that share one thread node (a pool of workers of one name).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProcessGroups {
     /// Pid → the pid its process node is keyed by; pids not in it are their own.
     rep: HashMap<i32, i32>,
     /// Representative pid → how many processes its node stands for (groups of 2+).
     sizes: HashMap<i32, usize>,
+    /// Tid → the tid its thread node is keyed by; tids not in it are their own.
+    thread_rep: HashMap<i32, i32>,
+    /// Representative tid → how many threads its node stands for (groups of 2+).
+    thread_sizes: HashMap<i32, usize>,
 }
 
 impl ProcessGroups {
@@ -131,7 +138,34 @@ impl ProcessGroups {
             .into_iter()
             .filter(|(_, r)| sizes.contains_key(r))
             .collect();
-        ProcessGroups { rep, sizes }
+        let (thread_rep, thread_sizes) = thread_groups(p);
+        ProcessGroups {
+            rep,
+            sizes,
+            thread_rep,
+            thread_sizes,
+        }
+    }
+
+    /// The tid whose thread node holds `tid`'s samples.
+    pub fn thread_group_of(&self, tid: i32) -> i32 {
+        self.thread_rep.get(&tid).copied().unwrap_or(tid)
+    }
+
+    /// "name (tid)", or "name (N threads)" for a group.
+    pub fn thread_label(&self, p: &SampledProfile, pid: i32, tid: i32) -> String {
+        let tid = self.thread_group_of(tid);
+        match self.thread_sizes.get(&tid) {
+            Some(n) => {
+                let name = p
+                    .threads
+                    .iter()
+                    .find(|t| t.pid == pid && t.tid == tid)
+                    .map_or("tid", |t| t.name.as_str());
+                format!("{name} ({n} threads)")
+            }
+            None => thread_name(p, pid, tid),
+        }
     }
 
     /// The pid whose process node holds `pid`'s samples.
@@ -352,7 +386,7 @@ impl<'a> Builder<'a> {
             Key::Process(pid) => (NodeLabel::Process { pid }, self.groups.label(self.p, pid)),
             Key::Thread(tid) => (
                 NodeLabel::Thread { pid, tid },
-                thread_name(self.p, pid, tid),
+                self.groups.thread_label(self.p, pid, tid),
             ),
             Key::Function(f) => {
                 let frame = self.fn_frame[f as usize];
@@ -412,7 +446,8 @@ impl<'a> Builder<'a> {
             let mut at = self.child(0, Key::Process(pid), pid);
             let mut chain = vec![0, at];
             if self.multi_thread.contains(&s.pid) {
-                at = self.child(at, Key::Thread(s.tid), pid);
+                let tid = self.groups.thread_group_of(s.tid);
+                at = self.child(at, Key::Thread(tid), pid);
                 chain.push(at);
             }
             if let Some(leaf) = s.stack {
@@ -520,6 +555,30 @@ fn process_groups(p: &SampledProfile, multi_thread: &BTreeSet<i32>) -> HashMap<i
     rep
 }
 
+/// Sampled threads of one process with the same name, the main thread (tid = pid)
+/// aside: tid → lowest tid of its group, and group sizes (groups of 2+ only).
+fn thread_groups(p: &SampledProfile) -> (HashMap<i32, i32>, HashMap<i32, usize>) {
+    let sampled: BTreeSet<(i32, i32)> = p.samples.iter().map(|s| (s.pid, s.tid)).collect();
+    let mut by_name: HashMap<(i32, &str), Vec<i32>> = HashMap::new();
+    for t in &p.threads {
+        if t.tid != t.pid && sampled.contains(&(t.pid, t.tid)) {
+            by_name
+                .entry((t.pid, t.name.as_str()))
+                .or_default()
+                .push(t.tid);
+        }
+    }
+    let (mut rep, mut sizes) = (HashMap::new(), HashMap::new());
+    for tids in by_name.into_values().filter(|t| t.len() > 1) {
+        let first = tids.iter().copied().min().unwrap_or_default();
+        sizes.insert(first, tids.len());
+        for tid in tids {
+            rep.insert(tid, first);
+        }
+    }
+    (rep, sizes)
+}
+
 /// "name (tid)"; the name is "tid" when the thread was not described.
 pub fn thread_name(p: &SampledProfile, pid: i32, tid: i32) -> String {
     let name = p
@@ -533,6 +592,46 @@ pub fn thread_name(p: &SampledProfile, pid: i32, tid: i32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn same_named_threads_group_but_not_the_main_thread() {
+        let thread = |pid, tid, name: &str| crate::profile::ThreadInfo {
+            pid,
+            tid,
+            name: name.into(),
+        };
+        let sample = |pid, tid| crate::profile::ThreadSample {
+            pid,
+            tid,
+            time_ns: 0,
+            stack: None,
+            weight_ns: 1,
+            kind: SampleKind::OnCpu,
+        };
+        let p = SampledProfile {
+            threads: vec![
+                thread(10, 10, "app"),
+                thread(10, 12, "app"),
+                thread(10, 11, "app"),
+                thread(10, 13, "io"),
+                thread(10, 14, "worker"),
+                thread(20, 21, "worker"),
+            ],
+            samples: [(10, 10), (10, 11), (10, 12), (10, 13), (10, 14), (20, 21)]
+                .into_iter()
+                .map(|(p, t)| sample(p, t))
+                .collect(),
+            ..Default::default()
+        };
+        let g = ProcessGroups::of(&p);
+        assert_eq!(g.thread_group_of(10), 10);
+        assert_eq!((g.thread_group_of(11), g.thread_group_of(12)), (11, 11));
+        assert_eq!(g.thread_label(&p, 10, 12), "app (2 threads)");
+        assert_eq!(g.thread_label(&p, 10, 10), "app (10)");
+        // One of a name per process: no group, across processes neither.
+        assert_eq!(g.thread_label(&p, 10, 14), "worker (14)");
+        assert_eq!(g.thread_group_of(21), 21);
+    }
 
     #[test]
     fn processes_group_by_name_and_parent_group() {

@@ -1,7 +1,8 @@
 //! Collapsed ("folded") stacks, the input format of flamegraph tools:
 //! `proc (pid);thread (tid);frame;...;frame VALUE`, one line per distinct stack, sorted.
 //! Repeated runs of one program (see `analyse::calltree::ProcessGroups`) are one
-//! `name (N processes);name (N processes)` prefix, so a flamegraph shows them as one.
+//! `name (N processes);name (N processes)` prefix, and a pool of same-named threads one
+//! `proc (pid);name (N threads)` prefix, so a flamegraph shows each as one tower.
 //!
 //! - VALUE is in **microseconds** of weight (on-CPU sampling periods plus, unless
 //!   `on_cpu_only`, off-CPU interval durations), rounded; lines that round to 0 µs are
@@ -16,7 +17,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::analyse::calltree::{ProcessGroups, thread_name};
+use crate::analyse::calltree::ProcessGroups;
 use crate::analyse::classify::{WaitCategory, categorize};
 use crate::profile::{FrameKind, SampleKind, SampledProfile};
 
@@ -60,7 +61,7 @@ pub fn folded(p: &SampledProfile, on_cpu_only: bool) -> String {
                 let proc_ = groups.label(p, s.pid).replace(';', ":");
                 let thread = match groups.size(s.pid) {
                     Some(_) => groups.label(p, s.pid).replace(';', ":"),
-                    None => thread_name(p, s.pid, s.tid).replace(';', ":"),
+                    None => groups.thread_label(p, s.pid, s.tid).replace(';', ":"),
                 };
                 format!("{proc_};{thread}")
             })
