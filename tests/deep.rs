@@ -575,6 +575,21 @@ fn flatten<'a>(steps: &'a Value, out: &mut Vec<&'a Value>) {
 }
 
 #[test]
+fn a_reader_waiting_on_a_pipe_is_a_pipe_wait() {
+    let _one = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    // cat waits 0.3 s for the sleeping writer at the other end of the pipe.
+    record(d.path(), Path::new("sh"), &["-c", "sleep 0.3 | cat"]);
+    let (_, waits) = class_and_waits(d.path());
+    let pipe = waits["pipe"].as_f64().expect("pipe");
+    assert!(pipe > 200.0, "{waits}");
+    assert!(
+        waits["file"].as_f64().expect("file") < 0.1 * pipe,
+        "{waits}"
+    );
+}
+
+#[test]
 fn a_shell_waiting_for_the_program_does_not_dilute_its_shares() {
     let _one = serial();
     let bin = compile("three_funcs", &[]);

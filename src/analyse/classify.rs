@@ -191,10 +191,12 @@ pub static KERNEL_RULES: &[KernelRule] = &[
     KernelRule {
         category: WaitCategory::Pipe,
         state: None,
+        // `anon_pipe_read`/`anon_pipe_write` since Linux 6.16.
         patterns: &[
             Prefix("pipe_read"),
             Prefix("pipe_write"),
             Prefix("pipe_wait"),
+            Prefix("anon_pipe_"),
         ],
     },
     KernelRule {
@@ -467,6 +469,12 @@ mod tests {
             WaitCategory::Pipe
         );
         assert_eq!(cat(S, &["pipe_write"]), WaitCategory::Pipe);
+        // The names newer kernels use.
+        assert_eq!(
+            cat(S, &["schedule", "anon_pipe_read", "vfs_read", "ksys_read"]),
+            WaitCategory::Pipe
+        );
+        assert_eq!(cat(S, &["anon_pipe_write"]), WaitCategory::Pipe);
     }
 
     #[test]
