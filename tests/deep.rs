@@ -590,6 +590,23 @@ fn a_reader_waiting_on_a_pipe_is_a_pipe_wait() {
 }
 
 #[test]
+fn a_reader_waiting_on_a_socket_is_a_network_wait() {
+    let _one = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    // The main thread waits 0.3 s in recv for a thread that sleeps before it sends.
+    let script = "import socket, threading, time\n\
+a, b = socket.socketpair()\n\
+def send():\n    time.sleep(0.3); b.send(b'x')\n\
+threading.Thread(target=send).start()\n\
+a.recv(1)\n";
+    record(d.path(), Path::new("/usr/bin/python3"), &["-c", script]);
+    let (_, waits) = class_and_waits(d.path());
+    let network = waits["network"].as_f64().expect("network");
+    assert!(network > 200.0, "{waits}");
+    assert!(waits["sleep"].as_f64().expect("sleep") > 200.0, "{waits}");
+}
+
+#[test]
 fn a_shell_waiting_for_the_program_does_not_dilute_its_shares() {
     let _one = serial();
     let bin = compile("three_funcs", &[]);
