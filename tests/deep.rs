@@ -333,6 +333,16 @@ fn an_unprivileged_user_gets_a_user_space_profile_and_the_fix() {
     assert_eq!(class, "CPU", "{waits}");
     assert!(f("thread") > 2.0 * f("cpu"), "{waits}");
     assert!(f("lock") < 0.05 * f("thread"), "{waits}");
+    // The doctor tells this user what `run` will do, not that nothing works.
+    let doctor = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(assert_cmd::cargo::cargo_bin("profmap"))
+        .arg("doctor")
+        .output()
+        .expect("setpriv runs");
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(text.contains("opens for user space only"), "{text}");
+    assert!(text.contains("+dwarf (user space only)"), "{text}");
     assert_eq!(
         read_json(&d.path().join("run/summary.json"))["status"],
         "completed"

@@ -33,8 +33,13 @@ fn check(name: &str, ok: bool, detail: String, fix: Option<&str>) -> Check {
     }
 }
 
-/// Try to open an event on ourselves.
-fn try_open(mut attr: b::perf_event_attr) -> Result<(), std::io::Error> {
+/// Try to open an event on ourselves; in `user_only` scope with kernel and hypervisor
+/// excluded, as the sampler does when kernel sampling is refused.
+fn try_open(mut attr: b::perf_event_attr, user_only: bool) -> Result<(), std::io::Error> {
+    if user_only {
+        attr.set_exclude_kernel(1);
+        attr.set_exclude_hv(1);
+    }
     sys::open(&mut attr, 0, -1, -1).map(drop)
 }
 
@@ -51,14 +56,21 @@ pub fn probe_capabilities() -> Capabilities {
     let root = sys::is_root();
     let who = if root { "root" } else { "not root" };
 
-    // perf_event_open with a software event.
-    let sw = try_open(sw_attr(b::PERF_COUNT_SW_CPU_CLOCK));
+    // perf_event_open with a software event: kernel + user, else user space only (what
+    // the sampler falls back to).
+    let full = try_open(sw_attr(b::PERF_COUNT_SW_CPU_CLOCK), false);
+    let user_only = full.is_err() && try_open(sw_attr(b::PERF_COUNT_SW_CPU_CLOCK), true).is_ok();
+    let sw_ok = full.is_ok() || user_only;
     let para = paranoid.map_or("unknown".to_string(), |p| p.to_string());
     checks.push(check(
         "perf_event_open",
-        sw.is_ok(),
-        match &sw {
+        sw_ok,
+        match &full {
             Ok(()) => format!("cpu-clock opens (perf_event_paranoid = {para}, {who})"),
+            Err(_) if user_only => format!(
+                "cpu-clock opens for user space only (perf_event_paranoid = {para}, {who}); \
+                 blocked threads are read from /proc"
+            ),
             Err(e) => format!("{e} (perf_event_paranoid = {para}, {who})"),
         },
         Some("sudo sysctl kernel.perf_event_paranoid=1"),
@@ -79,7 +91,7 @@ pub fn probe_capabilities() -> Capabilities {
     // Hardware events.
     let mut hw = sys::new_attr(b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_CPU_CYCLES as u64);
     hw.set_disabled(1);
-    let hw = try_open(hw);
+    let hw = try_open(hw, user_only);
     checks.push(check(
         "hardware events",
         hw.is_ok(),
@@ -96,7 +108,7 @@ pub fn probe_capabilities() -> Capabilities {
     dw.sample_regs_user = sys::USER_REGS_MASK;
     dw.sample_stack_user = 32 * 1024;
     dw.__bindgen_anon_1.sample_period = 1_000_000;
-    let dwarf = try_open(dw).is_ok();
+    let dwarf = try_open(dw, user_only).is_ok();
     checks.push(check(
         "user stack copies",
         dwarf,
@@ -110,7 +122,17 @@ pub fn probe_capabilities() -> Capabilities {
 
     // Tracepoints.
     let tp = tracefs::tracepoint("sched", "sched_switch");
+    let unreadable = std::fs::read_dir("/sys/kernel/tracing")
+        .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied);
     let tp_check = match &tp {
+        None if unreadable => check(
+            "tracepoints",
+            false,
+            "/sys/kernel/tracing is not readable by this user (off-CPU S/D states come from \
+             /proc instead)"
+                .into(),
+            Some("run as root (the sched_switch tracepoint also needs kernel sampling)"),
+        ),
         None => check(
             "tracepoints",
             false,
@@ -122,7 +144,7 @@ pub fn probe_capabilities() -> Capabilities {
             a.set_disabled(1);
             a.sample_type = sys::SAMPLE_RAW;
             a.__bindgen_anon_1.sample_period = 1;
-            match try_open(a) {
+            match try_open(a, false) {
                 Ok(()) => check(
                     "tracepoints",
                     true,
@@ -153,6 +175,13 @@ pub fn probe_capabilities() -> Capabilities {
                 .map(|a| a != 0)
         })
         .unwrap_or(false);
+    // With kptr_restrict = 0 a user who is not root sees addresses only when perf may
+    // profile the kernel (perf_event_paranoid <= 1).
+    let kallsyms_fix = if kptr == Some(0) && !root {
+        "sudo sysctl kernel.perf_event_paranoid=1"
+    } else {
+        "sudo sysctl kernel.kptr_restrict=0"
+    };
     checks.push(check(
         "kernel symbols",
         kallsyms_ok,
@@ -165,7 +194,7 @@ pub fn probe_capabilities() -> Capabilities {
             },
             kptr.map_or("unknown".into(), |k| k.to_string())
         ),
-        Some("sudo sysctl kernel.kptr_restrict=0"),
+        Some(kallsyms_fix),
     ));
 
     // ptrace scope (Python stack readers attach with ptrace / process_vm_readv).
@@ -214,13 +243,14 @@ pub fn probe_capabilities() -> Capabilities {
         Some("install the NVIDIA driver (only needed for GPU targets)"),
     ));
 
-    let best_method = if sw.is_err() {
+    let best_method = if !sw_ok {
         "none".to_string()
     } else {
         format!(
-            "{}+{}",
+            "{}+{}{}",
             if hw.is_ok() { "cycles" } else { "cpu-clock" },
-            if dwarf { "dwarf" } else { "fp" }
+            if dwarf { "dwarf" } else { "fp" },
+            if user_only { " (user space only)" } else { "" }
         )
     };
     Capabilities {
