@@ -617,6 +617,17 @@ a.recv(1)\n";
 }
 
 #[test]
+fn an_event_loop_wait_is_a_poll_wait() {
+    let _one = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    let script = "import select\nfor _ in range(3): select.poll().poll(100)\n";
+    record(d.path(), Path::new("/usr/bin/python3"), &["-c", script]);
+    let (_, waits) = class_and_waits(d.path());
+    assert!(waits["poll"].as_f64().expect("poll") > 200.0, "{waits}");
+    assert!(waits["other"].as_f64().expect("other") < 50.0, "{waits}");
+}
+
+#[test]
 fn a_shell_waiting_for_the_program_does_not_dilute_its_shares() {
     let _one = serial();
     let bin = compile("three_funcs", &[]);

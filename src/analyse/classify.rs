@@ -39,13 +39,16 @@ pub enum WaitCategory {
     /// condition variable, park).
     Thread,
     Pipe,
+    /// Waiting for events on a set of descriptors (epoll, poll, select): sockets, pipes
+    /// or timers — which one is not known from the stack.
+    Poll,
     PageFault,
     Other,
 }
 
 impl WaitCategory {
     /// Every category, in a fixed order (used as array index).
-    pub const ALL: [WaitCategory; 11] = [
+    pub const ALL: [WaitCategory; 12] = [
         WaitCategory::Cpu,
         WaitCategory::Runqueue,
         WaitCategory::File,
@@ -55,6 +58,7 @@ impl WaitCategory {
         WaitCategory::Child,
         WaitCategory::Thread,
         WaitCategory::Pipe,
+        WaitCategory::Poll,
         WaitCategory::PageFault,
         WaitCategory::Other,
     ];
@@ -71,6 +75,7 @@ impl WaitCategory {
             WaitCategory::Child => "child",
             WaitCategory::Thread => "thread",
             WaitCategory::Pipe => "pipe",
+            WaitCategory::Poll => "poll",
             WaitCategory::PageFault => "page_fault",
             WaitCategory::Other => "other",
         }
@@ -88,6 +93,7 @@ impl WaitCategory {
             WaitCategory::Child => "waiting for a child process",
             WaitCategory::Thread => "waiting for another thread (join, condition variable)",
             WaitCategory::Pipe => "blocked on a pipe",
+            WaitCategory::Poll => "waiting for events (epoll, poll, select)",
             WaitCategory::PageFault => "blocked in page faults",
             WaitCategory::Other => "off-CPU for an unattributed reason",
         }
@@ -112,7 +118,8 @@ impl WaitCategory {
             | WaitCategory::Child
             | WaitCategory::Thread => Classification::Idle,
             WaitCategory::PageFault => Classification::Memory,
-            WaitCategory::Other => Classification::Unknown,
+            // A socket, a pipe or a timer: network, idle or sleep cannot be told apart.
+            WaitCategory::Poll | WaitCategory::Other => Classification::Unknown,
         }
     }
 }
@@ -217,6 +224,20 @@ pub static KERNEL_RULES: &[KernelRule] = &[
             Prefix("__sys_send"),
             Prefix("__sys_accept"),
             Prefix("__sys_connect"),
+        ],
+    },
+    KernelRule {
+        category: WaitCategory::Poll,
+        state: None,
+        patterns: &[
+            Prefix("ep_poll"),
+            Prefix("do_epoll_wait"),
+            Prefix("do_epoll_pwait"),
+            Prefix("do_compat_epoll_pwait"),
+            Exact("do_sys_poll"),
+            Exact("do_poll"),
+            Exact("do_select"),
+            Exact("core_sys_select"),
         ],
     },
     KernelRule {
@@ -463,6 +484,31 @@ mod tests {
     }
 
     #[test]
+    fn event_waits_are_poll() {
+        let epoll = [
+            "schedule_hrtimeout_range_clock",
+            "do_epoll_wait",
+            "do_compat_epoll_pwait.part.0",
+            "__x64_sys_epoll_pwait",
+        ];
+        assert_eq!(cat(S, &epoll), WaitCategory::Poll);
+        assert_eq!(
+            cat(S, &["do_sys_poll", "__x64_sys_ppoll"]),
+            WaitCategory::Poll
+        );
+        assert_eq!(
+            cat(S, &["do_select", "core_sys_select"]),
+            WaitCategory::Poll
+        );
+        // A socket read is network even when an event loop called it.
+        assert_eq!(
+            cat(S, &["tcp_recvmsg", "do_epoll_wait"]),
+            WaitCategory::Network
+        );
+        assert_eq!(WaitCategory::Poll.classification(), Classification::Unknown);
+    }
+
+    #[test]
     fn pipe_read_is_pipe_even_under_vfs_read() {
         assert_eq!(
             cat(S, &["schedule", "pipe_read", "vfs_read", "ksys_read"]),
@@ -522,7 +568,10 @@ mod tests {
 
     #[test]
     fn unmatched_is_other_and_states_decide_first() {
-        assert_eq!(cat(S, &["schedule", "ep_poll"]), WaitCategory::Other);
+        assert_eq!(
+            cat(S, &["schedule", "anon_inode_something"]),
+            WaitCategory::Other
+        );
         let k = Frame {
             function: "do_nanosleep".into(),
             module: None,

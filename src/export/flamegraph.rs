@@ -43,6 +43,7 @@ pub fn off_cpu_color(c: WaitCategory) -> Color {
         WaitCategory::Child => (140, 150, 200),
         WaitCategory::Thread => (125, 135, 185),
         WaitCategory::Pipe => (110, 200, 230),
+        WaitCategory::Poll => (95, 160, 215),
         WaitCategory::PageFault => (205, 110, 200),
         WaitCategory::Other => (165, 165, 165),
     };
