@@ -156,14 +156,7 @@ impl ProcessGroups {
     pub fn thread_label(&self, p: &SampledProfile, pid: i32, tid: i32) -> String {
         let tid = self.thread_group_of(tid);
         match self.thread_sizes.get(&tid) {
-            Some(n) => {
-                let name = p
-                    .threads
-                    .iter()
-                    .find(|t| t.pid == pid && t.tid == tid)
-                    .map_or("tid", |t| t.name.as_str());
-                format!("{name} ({n} threads)")
-            }
+            Some(n) => format!("{} ({n} threads)", thread_basename(p, pid, tid)),
             None => thread_name(p, pid, tid),
         }
     }
@@ -581,12 +574,15 @@ fn thread_groups(p: &SampledProfile) -> (HashMap<i32, i32>, HashMap<i32, usize>)
 
 /// "name (tid)"; the name is "tid" when the thread was not described.
 pub fn thread_name(p: &SampledProfile, pid: i32, tid: i32) -> String {
-    let name = p
-        .threads
+    format!("{} ({tid})", thread_basename(p, pid, tid))
+}
+
+/// A thread's name; "tid" when it was not described.
+fn thread_basename(p: &SampledProfile, pid: i32, tid: i32) -> &str {
+    p.threads
         .iter()
         .find(|t| t.pid == pid && t.tid == tid)
-        .map_or("tid", |t| t.name.as_str());
-    format!("{name} ({tid})")
+        .map_or("tid", |t| t.name.as_str())
 }
 
 #[cfg(test)]
