@@ -228,6 +228,14 @@ fn threads_and_a_forked_child_appear_in_the_steps() {
 }
 
 /// Run profmap as the unprivileged user `nobody` (perf_event_paranoid is 2 here).
+/// The profmap binary, run as user nobody.
+fn profmap_as_nobody() -> std::process::Command {
+    let mut c = std::process::Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(assert_cmd::cargo::cargo_bin("profmap"));
+    c
+}
+
 fn as_nobody(args: &[&str], out: &Path, target: &Path) -> std::process::Output {
     as_nobody_with(args, out, target, &[])
 }
@@ -238,9 +246,7 @@ fn as_nobody_with(
     target: &Path,
     target_args: &[&str],
 ) -> std::process::Output {
-    std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(assert_cmd::cargo::cargo_bin("profmap"))
+    profmap_as_nobody()
         .args(args)
         .arg("--out")
         .arg(out)
@@ -334,9 +340,7 @@ fn an_unprivileged_user_gets_a_user_space_profile_and_the_fix() {
     assert!(f("thread") > 2.0 * f("cpu"), "{waits}");
     assert!(f("lock") < 0.05 * f("thread"), "{waits}");
     // The doctor tells this user what `run` will do, not that nothing works.
-    let doctor = std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(assert_cmd::cargo::cargo_bin("profmap"))
+    let doctor = profmap_as_nobody()
         .arg("doctor")
         .output()
         .expect("setpriv runs");

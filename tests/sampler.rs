@@ -84,15 +84,20 @@ fn plan() -> SamplePlan {
     }
 }
 
-/// Launch `program args` under the sampler, wait for the whole tree, symbolize.
-fn profile(program: &str, args: &[&str]) -> SampledProfile {
+/// Start `program args` suspended, as a child of this (subreaper) test process.
+fn spawn(program: &str, args: &[&str]) -> profmap::target::Suspended {
     require_perf();
     profmap::target::become_subreaper();
     let spec = TargetSpec {
         program: program.to_string(),
         args: args.iter().map(|s| s.to_string()).collect(),
     };
-    let susp = profmap::target::spawn_suspended(&spec).expect("spawn suspended");
+    profmap::target::spawn_suspended(&spec).expect("spawn suspended")
+}
+
+/// Launch `program args` under the sampler, wait for the whole tree, symbolize.
+fn profile(program: &str, args: &[&str]) -> SampledProfile {
+    let susp = spawn(program, args);
     let sampler = PerfSampler::attach(susp.pid, &plan()).expect("attach sampler");
     let launched = susp.release(program).expect("release");
     let t0 = monotonic_ns();
@@ -397,13 +402,7 @@ fn dwarf_unwinding_rust_release_and_python() {
 }
 
 fn count_processes(program: &str, args: &[&str]) -> Option<u64> {
-    require_perf();
-    profmap::target::become_subreaper();
-    let spec = TargetSpec {
-        program: program.to_string(),
-        args: args.iter().map(|s| s.to_string()).collect(),
-    };
-    let susp = profmap::target::spawn_suspended(&spec).expect("spawn suspended");
+    let susp = spawn(program, args);
     let w = TaskWatcher::attach(susp.pid).expect("attach watcher");
     let launched = susp.release(program).expect("release");
     wait_all();
