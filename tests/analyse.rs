@@ -146,6 +146,7 @@ impl Builder {
                 stack: leaf,
                 weight_ns,
                 kind,
+                waker: None,
             });
             self.t += weight_ns;
             match kind {

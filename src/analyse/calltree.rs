@@ -603,6 +603,7 @@ mod tests {
             stack: None,
             weight_ns: 1,
             kind: SampleKind::OnCpu,
+            waker: None,
         };
         let p = SampledProfile {
             threads: vec![

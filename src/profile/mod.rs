@@ -23,7 +23,7 @@ pub use baseline::{Baseline, ExitStatus, RunMeasurement, TimelinePoint};
 pub use io::{read_recording, write_recording};
 pub use sampled::{
     Frame, FrameKind, ProcessInfo, SampleKind, SampleQuality, SampledProfile, StackNode,
-    ThreadInfo, ThreadSample, WaitState,
+    ThreadInfo, ThreadSample, WaitState, Waker,
 };
 
 use serde::{Deserialize, Serialize};

@@ -17,6 +17,12 @@ pub struct SampledProfile {
     pub stacks: Vec<StackNode>,
     pub samples: Vec<ThreadSample>,
     pub quality: SampleQuality,
+    /// True when the sampler recorded wake-ups (`sched:sched_waking`): an off-CPU
+    /// sample without a `waker` was then ended by something outside the profiled tree
+    /// (a timer, an interrupt, another process). False in recordings made without
+    /// them (older recordings, unprivileged runs): nothing is known about who woke whom.
+    #[serde(default)]
+    pub wakers_recorded: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -115,6 +121,24 @@ pub struct ThreadSample {
     /// On-CPU: the sampling period; off-CPU: the interval's duration.
     pub weight_ns: u64,
     pub kind: SampleKind,
+    /// Off-CPU only: the thread of the profiled tree whose wake-up ended the interval,
+    /// when one did (see `SampledProfile::wakers_recorded`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waker: Option<Waker>,
+}
+
+/// The wake-up that ended an off-CPU interval: issued by a thread of the profiled tree
+/// (or by an interrupt that ran while that thread was on the CPU: its kernel stack says
+/// which).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+pub struct Waker {
+    pub pid: i32,
+    pub tid: i32,
+    /// Nanoseconds since the start of the profiled run when the wake-up was issued.
+    pub time_ns: u64,
+    /// The waker's kernel stack at the wake-up (leaf node in `stacks`), when captured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<u32>,
 }
 
 /// What the sampler knows about its own accuracy.

@@ -57,6 +57,9 @@ pub struct RawSample {
     pub stack: Option<u32>,
     pub weight_ns: u64,
     pub kind: SampleKind,
+    /// Off-CPU only: who ended the interval (see `profile::Waker`); its `stack` is a
+    /// node in `RawProfile::stacks` (kernel frames only).
+    pub waker: Option<crate::profile::Waker>,
 }
 
 /// One memory mapping of a process.
@@ -110,5 +113,7 @@ pub struct RawProfile {
     pub unwind_failures: u64,
     /// Stacks whose user stack copy was full (the stack was deeper than the copy).
     pub truncated_stacks: u64,
+    /// True when wake-ups were recorded (see `profile::SampledProfile::wakers_recorded`).
+    pub wakers_recorded: bool,
     pub warnings: Vec<String>,
 }

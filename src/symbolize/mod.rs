@@ -76,6 +76,12 @@ pub fn symbolize(raw: &RawProfile) -> SampledProfile {
                 .and_then(|i| node_map.get(i as usize).copied().flatten()),
             weight_ns: s.weight_ns,
             kind: s.kind,
+            waker: s.waker.map(|w| crate::profile::Waker {
+                stack: w
+                    .stack
+                    .and_then(|i| node_map.get(i as usize).copied().flatten()),
+                ..w
+            }),
         })
         .collect();
 
@@ -119,6 +125,7 @@ pub fn symbolize(raw: &RawProfile) -> SampledProfile {
         stacks,
         samples,
         quality,
+        wakers_recorded: raw.wakers_recorded,
     }
 }
 

@@ -478,6 +478,7 @@ impl Processor {
                     stack,
                     weight_ns: weight,
                     kind: SampleKind::OnCpu,
+                    waker: None,
                 });
             }
             EventRole::SwitchOut { prev_state } => {
@@ -574,6 +575,7 @@ impl Processor {
             stack: iv.stack,
             weight_ns: weight,
             kind: SampleKind::OffCpu { state: iv.state },
+            waker: None,
         });
     }
 
@@ -726,6 +728,7 @@ impl Processor {
             lost_records: self.lost,
             unwind_failures: self.unwind_failures,
             truncated_stacks: self.truncated,
+            wakers_recorded: false,
             warnings,
         }
     }
