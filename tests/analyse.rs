@@ -335,7 +335,7 @@ fn three_way_split_gives_three_children_and_cpu() {
     );
     assert!(close(a.wait_breakdown_ms["cpu"], 100.0));
     assert!(close(a.wait_breakdown_ms["sleep"], 0.0));
-    assert_eq!(a.wait_breakdown_ms.len(), 12);
+    assert_eq!(a.wait_breakdown_ms.len(), 13);
 }
 
 #[test]
@@ -353,10 +353,14 @@ fn a_bottleneck_in_inlined_code_names_the_function_it_sits_in() {
         )
         .build();
     let a = analyse(&p);
+    // One bottleneck: the function the inlined code sits in, with its hottest inlined
+    // part named.
     let top = &a.top_bottlenecks[0];
+    assert_eq!(a.top_bottlenecks.len(), 1);
+    assert_eq!(top.function, "compute");
     assert!(
         top.description
-            .starts_with("lt (cmp.rs:10; inlined into compute) takes 70.0%"),
+            .starts_with("compute (prog.c:5; hot in inlined lt) holds 100.0%"),
         "{}",
         top.description
     );
@@ -416,37 +420,39 @@ fn compute_and_sleep_split_half_and_half() {
 #[test]
 fn two_processes_get_process_steps_and_child_wait_takes_the_child_class() {
     let a = analyse(&shell_and_child());
-    assert!(close(a.total_wall_ms, 160.0));
-    let top: Vec<(&str, StepType, f64)> = a
+    assert!(close(a.total_wall_ms, 80.0));
+    let top: Vec<(&str, StepType, f64, f64)> = a
         .steps
         .iter()
-        .map(|s| (s.function.as_str(), s.step_type, s.time_share_pct))
+        .map(|s| {
+            (
+                s.function.as_str(),
+                s.step_type,
+                s.time_share_pct,
+                s.thread_time_ms,
+            )
+        })
         .collect();
+    // The shell's 80 ms wait is the worker's 80 ms: the session is 80 ms, all of it
+    // the worker's; the shell holds none of it (its thread time stays in the map).
     assert_eq!(
         top,
-        vec![
-            // The shell's 80 ms wait is the worker's 80 ms: the session is 80 ms, and
-            // each process spans all of it.
-            ("sh (100)", StepType::Process, 100.0),
-            ("worker (101)", StepType::Process, 100.0)
-        ]
+        vec![("worker (101)", StepType::Process, 100.0, 80.0)],
+        "{:#?}",
+        a.steps
     );
-    let wait = step(&a.steps, "1.1");
-    assert_eq!(wait.function, "main");
-    assert_eq!(wait.step_type, StepType::ChildProcess);
-    assert!(close(wait.wait_breakdown_ms["child"], 80.0));
-    // The child spent 60 ms in fsync and 20 ms on-CPU: its dominant class is I/O-File.
-    assert_eq!(wait.classification, Classification::IoFile);
-    let write = step(&a.steps, "2.1.1");
+    assert!(close(a.thread_time_ms, 160.0));
+    assert_eq!(a.critical_path.model, "thread_time");
+    let write = step(&a.steps, "1.1.1");
     assert_eq!(write.function, "write_all");
     assert_eq!(write.step_type, StepType::FileIo);
     assert_eq!(write.classification, Classification::IoFile);
     assert!(close(write.time_share_pct, 75.0));
-    let crunch = step(&a.steps, "2.1.2");
+    let crunch = step(&a.steps, "1.1.2");
     assert_eq!(crunch.classification, Classification::Cpu);
     assert_eq!(a.classification, Classification::IoFile);
     assert!(close(a.wait_breakdown_ms["file"], 60.0));
-    assert!(close(a.wait_breakdown_ms["child"], 80.0));
+    assert!(close(a.wait_breakdown_ms["child"], 0.0));
 }
 
 #[test]

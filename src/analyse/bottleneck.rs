@@ -1,19 +1,25 @@
-//! The session's bottleneck: the detail sentence and the top 3 bottleneck steps, each
-//! with a why-chain of measured figures only.
+//! The session's bottleneck: the detail sentence and the top 3 bottlenecks, each with a
+//! why-chain of measured figures only.
 //!
-//! Ranking: a parent step whose time is all in its children is not the bottleneck, the
-//! children are. So steps are ranked by the time they hold that no deeper step shown
-//! holds ("unexplained" time: their wall time minus their child steps' wall time; all
-//! of it for a leaf or a truncated step). This picks the deepest step that still carries
-//! the time. Synthetic steps (process, thread, "other") are not candidates.
+//! Bottlenecks are *functions*, ranked by their own critical-path time (see
+//! `critical`): the part of the run's wall time spent in the function's own code or
+//! waits, all call paths of the function merged (the heaviest path is named in the
+//! entry). Code inlined into a function counts as that function's, as in the hotspots.
+//! Frames with no critical-path time of their own (wrappers whose time is all in
+//! callees) are never candidates; what lies below a candidate is said truthfully (its
+//! largest callee and that callee's share). A thread's own time with no function to
+//! name (bursts shorter than the sampling period, samples without a stack) is a
+//! candidate too, named by its thread.
 
 use serde::{Deserialize, Serialize};
 
-use crate::profile::SampledProfile;
+use std::collections::HashMap;
 
-use super::calltree::{CallTree, NodeLabel};
+use crate::profile::{FrameKind, SampleKind, SampledProfile};
+
+use super::calltree::{CallTree, CriticalModel, NodeLabel};
 use super::classify::WaitCategory;
-use super::steps::{Step, StepRef, ms, pct};
+use super::steps::{StepRef, ms, pct};
 use super::{Classes, Classification};
 
 /// How many bottlenecks are reported.
@@ -22,26 +28,18 @@ pub const MAX_BOTTLENECKS: usize = 3;
 /// One of the top bottlenecks (schema `$defs/bottleneck`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Bottleneck {
-    /// The step's id.
+    /// The id of the step that shows it (or of the nearest step above it).
     pub step: String,
+    /// The function (or, for a thread's stack-less time, the thread).
+    pub function: String,
+    pub location: Option<String>,
+    pub module: Option<String>,
     #[serde(rename = "type")]
     pub class: Classification,
-    /// The step's share of the session's wall time, percent.
+    /// Its own share of the session's wall time (critical path), percent.
     pub share: f64,
     pub description: String,
     pub why_chain: Vec<String>,
-}
-
-fn find<'a>(steps: &'a [Step], id: &str) -> Option<&'a Step> {
-    for s in steps {
-        if s.id == id {
-            return Some(s);
-        }
-        if id.starts_with(&format!("{}.", s.id)) {
-            return find(&s.children, id);
-        }
-    }
-    None
 }
 
 /// Categories of a node, largest first (non-zero only).
@@ -55,126 +53,346 @@ fn categories(waits: &[u64; WaitCategory::ALL.len()]) -> Vec<(WaitCategory, u64)
     v
 }
 
+/// What one candidate (a function, or a thread's stack-less time) holds.
+#[derive(Default)]
+struct Candidate {
+    /// Representative node: the heaviest by own critical-path time.
+    best: usize,
+    nodes: Vec<usize>,
+    self_crit_ns: u64,
+    /// Own critical-path time per category.
+    waits: [u64; WaitCategory::ALL.len()],
+    /// Inclusive critical-path time, each path counted once.
+    incl_crit_ns: u64,
+    /// Own summed thread time and its on-CPU part.
+    thread_ns: u64,
+    cpu_ns: u64,
+}
+
+/// The candidate key of node `i`: the function whose machine code it is, or the
+/// thread/process node itself.
+fn candidate_key(p: &SampledProfile, tree: &CallTree, i: usize) -> Option<(bool, u32)> {
+    match tree.nodes[i].label {
+        NodeLabel::Function { frame } => {
+            Some((true, tree.containing_function(p, i).unwrap_or(frame)))
+        }
+        NodeLabel::Process { .. } | NodeLabel::Thread { .. } => Some((false, i as u32)),
+        NodeLabel::Session => None,
+    }
+}
+
+fn candidates(p: &SampledProfile, tree: &CallTree) -> Vec<((bool, u32), Candidate)> {
+    let mut by_key: HashMap<(bool, u32), Candidate> = HashMap::new();
+    for (i, n) in tree.nodes.iter().enumerate() {
+        let Some(key) = candidate_key(p, tree, i) else {
+            continue;
+        };
+        let c = by_key.entry(key).or_default();
+        let mut own = n.crit_waits_ns;
+        for &ch in &n.children {
+            for (o, x) in own.iter_mut().zip(tree.nodes[ch].crit_waits_ns) {
+                *o = o.saturating_sub(x);
+            }
+        }
+        for (w, o) in c.waits.iter_mut().zip(own) {
+            *w += o;
+        }
+        if c.nodes.is_empty() || n.self_crit_ns > tree.nodes[c.best].self_crit_ns {
+            c.best = i;
+        }
+        c.nodes.push(i);
+        c.self_crit_ns += n.self_crit_ns;
+        c.thread_ns += n.self_wall_ns;
+        c.cpu_ns += n.self_cpu_ns;
+        if !has_ancestor_with(p, tree, i, key) {
+            c.incl_crit_ns += n.crit_ns;
+        }
+    }
+    let mut v: Vec<((bool, u32), Candidate)> = by_key
+        .into_iter()
+        .filter(|(_, c)| c.self_crit_ns > 0)
+        .collect();
+    v.sort_by(|(ka, a), (kb, b)| b.self_crit_ns.cmp(&a.self_crit_ns).then(ka.cmp(kb)));
+    v
+}
+
+fn has_ancestor_with(p: &SampledProfile, tree: &CallTree, node: usize, key: (bool, u32)) -> bool {
+    let mut cur = tree.nodes[node].parent;
+    while let Some(i) = cur {
+        if candidate_key(p, tree, i) == Some(key) {
+            return true;
+        }
+        cur = tree.nodes[i].parent;
+    }
+    false
+}
+
+/// The id of the step that shows node `i`, or of the nearest step above it.
+fn step_of(tree: &CallTree, node_steps: &HashMap<usize, &str>, i: usize) -> Option<String> {
+    let mut cur = Some(i);
+    while let Some(n) = cur {
+        if let Some(id) = node_steps.get(&n) {
+            return Some((*id).to_string());
+        }
+        cur = tree.nodes[n].parent;
+    }
+    None
+}
+
 pub(crate) fn top_bottlenecks(
     p: &SampledProfile,
     tree: &CallTree,
     classes: &Classes,
-    steps: &[Step],
     refs: &[StepRef],
 ) -> Vec<Bottleneck> {
-    let total = tree.total_wall_ns();
-    // A step that mostly waits for profiled work (children, other threads) is not a
-    // bottleneck of its own: that work's steps are where the time went.
-    let waits_for_profiled_work = |r: &StepRef| {
-        r.nodes.first().is_some_and(|&n| {
-            let node = &tree.nodes[n];
-            tree.explained_ns(node.pid, &node.waits_ns) * 2 > node.wall_ns
-        })
-    };
-    let mut cands: Vec<&StepRef> = refs
-        .iter()
-        .filter(|r| !r.synthetic && r.unexplained_ns > 0 && !r.nodes.is_empty())
-        .filter(|r| !waits_for_profiled_work(r))
-        .collect();
-    cands.sort_by(|a, b| {
-        b.unexplained_ns
-            .cmp(&a.unexplained_ns)
-            .then_with(|| a.id.cmp(&b.id))
-    });
-    cands
+    let mut node_steps: HashMap<usize, &str> = HashMap::new();
+    for r in refs {
+        for &n in &r.nodes {
+            node_steps.entry(n).or_insert(r.id.as_str());
+        }
+    }
+    candidates(p, tree)
         .into_iter()
-        .take(MAX_BOTTLENECKS)
-        .filter_map(|r| {
-            let step = find(steps, &r.id)?;
-            let node_id = *r.nodes.first()?;
-            let node = &tree.nodes[node_id];
-            let class = classes.dominant(&node.waits_ns, node.pid);
-            let cats = categories(&node.waits_ns);
-            let (top_cat, top_ns) = cats.first().copied()?;
-            // Code inlined into another function (DWARF's short names: `lt`, `next`)
-            // says which function it sits in.
-            let inlined_into = match node.label {
-                NodeLabel::Function { frame } if p.frames[frame as usize].inlined => tree
-                    .containing_function(p, node_id)
-                    .map(|f| p.frames[f as usize].function.as_str()),
-                _ => None,
-            };
-            let place = match (step.location.as_deref(), inlined_into) {
-                (Some(l), Some(f)) => format!(" ({l}; inlined into {f})"),
-                (None, Some(f)) => format!(" (inlined into {f})"),
-                (Some(l), None) => format!(" ({l})"),
-                (None, None) => String::new(),
-            };
-            let description = format!(
-                "{}{} takes {:.1}% of the sampled wall time, {:.1}% of it {}",
-                step.function,
-                place,
-                step.time_share_pct,
-                pct(top_ns, node.wall_ns),
-                top_cat.describe()
-            );
-            let mut why = vec![format!(
-                "step {} {} took {} ms of wall time, {:.1}% of the {} ms sampled across all threads",
-                r.id,
-                step.function,
-                step.wall_time_ms,
-                step.time_share_pct,
-                ms(total)
-            )];
-            let folded = if r.nodes.len() > 1 {
-                " (its own frames and the single calls folded into it)"
-            } else {
-                ""
-            };
-            if r.unexplained_ns < r.wall_ns {
-                why.push(format!(
-                    "{} ms of it is not inside a deeper step; {} ms is self time{folded}",
-                    ms(r.unexplained_ns),
-                    step.self_time_ms
-                ));
-            } else if step.self_time_ms >= step.wall_time_ms {
-                why.push(format!("all of it is self time{folded}"));
-            } else {
-                why.push(format!(
-                    "{} ms of it is self time{folded}, the rest in callees under 1% each",
-                    step.self_time_ms
-                ));
-            }
-            let split: Vec<String> = cats
-                .iter()
-                .take(3)
-                .map(|(c, t)| format!("{} {} ms ({:.1}%)", c.describe(), ms(*t), pct(*t, node.wall_ns)))
-                .collect();
-            why.push(format!("its wall time was: {}", split.join(", ")));
-            if top_cat == WaitCategory::Cpu {
-                why.push(format!(
-                    "{} on-CPU samples landed in it, {} ms on-CPU in total",
-                    node.samples - node.off_cpu_intervals,
-                    ms(node.cpu_ns)
-                ));
-            } else if node.off_cpu_intervals > 0 {
-                let off = node.wall_ns - node.cpu_ns;
-                why.push(format!(
-                    "it was switched out {} times, {} ms per off-CPU interval on average",
-                    node.off_cpu_intervals,
-                    ms(off / node.off_cpu_intervals)
-                ));
-            }
-            if top_cat == WaitCategory::Child {
-                why.push(format!(
-                    "the time waiting for children is classed {} (the children's dominant class)",
-                    classes.class_of(WaitCategory::Child, node.pid).as_str()
-                ));
-            }
-            Some(Bottleneck {
-                step: r.id.clone(),
-                class,
-                share: step.time_share_pct,
-                description,
-                why_chain: why,
-            })
+        .filter_map(|(key, c)| {
+            let step = step_of(tree, &node_steps, c.best)?;
+            Some(describe(p, tree, classes, key, &c, step))
         })
+        .take(MAX_BOTTLENECKS)
         .collect()
+}
+
+fn describe(
+    p: &SampledProfile,
+    tree: &CallTree,
+    classes: &Classes,
+    (is_fn, id): (bool, u32),
+    c: &Candidate,
+    step: String,
+) -> Bottleneck {
+    let total = tree.total_wall_ns();
+    let best = &tree.nodes[c.best];
+    let class = classes.dominant(&c.waits, best.pid);
+    let cats = categories(&c.waits);
+    let (top_cat, top_ns) = cats.first().copied().unwrap_or((WaitCategory::Cpu, 0));
+    let share = pct(c.self_crit_ns, total);
+    let name = if is_fn {
+        let f = &p.frames[id as usize];
+        let inlined = match best.label {
+            NodeLabel::Function { frame } if frame != id => Some(&p.frames[frame as usize]),
+            _ => None,
+        };
+        match (f.location(), inlined) {
+            (Some(l), Some(i)) if i.inlined => {
+                format!("{} ({l}; hot in inlined {})", f.function, i.function)
+            }
+            (Some(l), _) => format!("{} ({l})", f.function),
+            (None, _) => f.function.clone(),
+        }
+    } else {
+        format!("{}'s own time with no function named", best.name)
+    };
+    let of = match tree.critical {
+        CriticalModel::Path { .. } => "the run's wall time",
+        CriticalModel::ThreadTime => "the sampled time",
+    };
+    let description = format!(
+        "{name} holds {share:.1}% of {of}, {:.1}% of it {}",
+        pct(top_ns, c.self_crit_ns),
+        top_cat.describe()
+    );
+    let mut why = vec![held(tree, c, share, total)];
+    let split: Vec<String> = cats
+        .iter()
+        .take(3)
+        .map(|(k, t)| {
+            format!(
+                "{} {} ms ({:.1}%)",
+                k.describe(),
+                ms(*t),
+                pct(*t, c.self_crit_ns)
+            )
+        })
+        .collect();
+    why.push(format!("that time was: {}", split.join(", ")));
+    let intervals: u64 = c
+        .nodes
+        .iter()
+        .map(|&n| {
+            let node = &tree.nodes[n];
+            let below: u64 = node
+                .children
+                .iter()
+                .map(|&ch| tree.nodes[ch].off_cpu_intervals)
+                .sum();
+            node.off_cpu_intervals.saturating_sub(below)
+        })
+        .sum();
+    let off_ns = c.thread_ns.saturating_sub(c.cpu_ns);
+    if top_cat != WaitCategory::Cpu && intervals > 0 {
+        why.push(format!(
+            "it was switched out {intervals} times, {} ms per off-CPU interval on average",
+            ms(off_ns / intervals)
+        ));
+    }
+    why.push(below(p, tree, c, is_fn));
+    if let Some(path) = heaviest_path(tree, c, &step) {
+        why.push(path);
+    }
+    why.push(format!(
+        "summed over its threads it took {} ms ({} ms on-CPU), on the critical path or not",
+        ms(c.thread_ns),
+        ms(c.cpu_ns)
+    ));
+    if let Some(k) = kernel_detail(p, tree, c) {
+        why.push(k);
+    }
+    if top_cat == WaitCategory::Child {
+        why.push(format!(
+            "the time waiting for children is classed {} (the children's dominant class)",
+            classes.class_of(WaitCategory::Child, best.pid).as_str()
+        ));
+    }
+    let (function, location, module) = if is_fn {
+        let f = &p.frames[id as usize];
+        (f.function.clone(), f.location(), f.module.clone())
+    } else {
+        (best.name.clone(), None, None)
+    };
+    Bottleneck {
+        step,
+        function,
+        location,
+        module,
+        class,
+        share,
+        description,
+        why_chain: why,
+    }
+}
+
+/// The first link: what the candidate holds of the run, in which model.
+fn held(tree: &CallTree, c: &Candidate, share: f64, total: u64) -> String {
+    match tree.critical {
+        CriticalModel::Path { .. } => format!(
+            "the run waited {} ms for it: {share:.1}% of the {} ms critical path (who woke \
+             whom, from the end of the run back)",
+            ms(c.self_crit_ns),
+            ms(total)
+        ),
+        CriticalModel::ThreadTime => format!(
+            "it holds {} ms, {share:.1}% of the {} ms sampled across all threads (no wake-up \
+             records: summed thread time, waits for profiled work left out)",
+            ms(c.self_crit_ns),
+            ms(total)
+        ),
+    }
+}
+
+/// What lies below the candidate: its largest callee, truthfully.
+fn below(p: &SampledProfile, tree: &CallTree, c: &Candidate, is_fn: bool) -> String {
+    let mut callees: HashMap<u32, u64> = HashMap::new();
+    for &n in &c.nodes {
+        for &ch in &tree.nodes[n].children {
+            if let NodeLabel::Function { frame } = tree.nodes[ch].label
+                && tree.nodes[ch].crit_ns > 0
+                && !c.nodes.contains(&ch)
+            {
+                *callees.entry(frame).or_default() += tree.nodes[ch].crit_ns;
+            }
+        }
+    }
+    let what = if is_fn { "its own code" } else { "it" };
+    match callees
+        .iter()
+        .max_by_key(|(f, t)| (**t, std::cmp::Reverse(**f)))
+    {
+        Some((&f, &t)) => format!(
+            "{what} holds {} ms of the {} ms spent in it and its callees; the largest callee, \
+             {}, holds {} ms ({:.1}%)",
+            ms(c.self_crit_ns),
+            ms(c.incl_crit_ns),
+            p.frames[f as usize].function,
+            ms(t),
+            pct(t, c.incl_crit_ns)
+        ),
+        None => format!(
+            "all of its {} ms is {what}: it calls nothing that holds time on the path",
+            ms(c.incl_crit_ns)
+        ),
+    }
+}
+
+/// The heaviest call path to the candidate, when there is more than its own frame.
+fn heaviest_path(tree: &CallTree, c: &Candidate, step: &str) -> Option<String> {
+    let mut names = Vec::new();
+    let mut cur = Some(c.best);
+    while let Some(i) = cur {
+        let n = &tree.nodes[i];
+        if matches!(n.label, NodeLabel::Session) {
+            break;
+        }
+        if names.last() != Some(&n.name.as_str()) {
+            names.push(n.name.as_str());
+        }
+        cur = n.parent;
+    }
+    if names.len() < 2 {
+        return None;
+    }
+    names.reverse();
+    let shown = if names.len() > 5 {
+        let mut v = vec![names[0], "…"];
+        v.extend_from_slice(&names[names.len() - 3..]);
+        v
+    } else {
+        names
+    };
+    let paths = c
+        .nodes
+        .iter()
+        .filter(|&&n| tree.nodes[n].self_crit_ns > 0)
+        .count();
+    Some(format!(
+        "reached through {paths} call path{}; the heaviest: {} (step {step})",
+        if paths == 1 { "" } else { "s" },
+        shown.join(" → ")
+    ))
+}
+
+/// The kernel functions its on-CPU samples ran in, when they are a notable part.
+fn kernel_detail(p: &SampledProfile, tree: &CallTree, c: &Candidate) -> Option<String> {
+    let nodes: std::collections::HashSet<usize> = c.nodes.iter().copied().collect();
+    let mut by_fn: HashMap<&str, u64> = HashMap::new();
+    let mut cpu = 0u64;
+    for (i, s) in p.samples.iter().enumerate() {
+        if s.kind != SampleKind::OnCpu
+            || !tree.sample_nodes.get(i).is_some_and(|n| nodes.contains(n))
+        {
+            continue;
+        }
+        cpu += s.weight_ns;
+        let Some(leaf) = s.stack else { continue };
+        let f = &p.frames[p.stacks[leaf as usize].frame as usize];
+        if f.kind == FrameKind::Kernel {
+            *by_fn.entry(f.function.as_str()).or_default() += s.weight_ns;
+        }
+    }
+    let in_kernel: u64 = by_fn.values().sum();
+    if cpu == 0 || in_kernel * 10 < cpu {
+        return None;
+    }
+    let mut v: Vec<(&str, u64)> = by_fn.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let top: Vec<String> = v
+        .iter()
+        .take(3)
+        .map(|(f, t)| format!("{f} {:.1}%", pct(*t, cpu)))
+        .collect();
+    Some(format!(
+        "{:.1}% of its on-CPU time is in the kernel: {}",
+        pct(in_kernel, cpu),
+        top.join(", ")
+    ))
 }
 
 /// One sentence with the session's measured figures.
@@ -196,8 +414,12 @@ pub(crate) fn detail(
     let mut pids: Vec<i32> = threads.iter().map(|t| t.0).collect();
     pids.dedup();
     let processes = pids.len();
+    let of = match tree.critical {
+        CriticalModel::Path { .. } => "the run's critical path",
+        CriticalModel::ThreadTime => "sampled thread time",
+    };
     let mut s = format!(
-        "{}: {:.1}% of {} ms sampled wall time ({} process{}, {} thread{}) is {}",
+        "{}: {:.1}% of {} ms of {of} ({} process{}, {} thread{}) is {}",
         class.as_str(),
         pct(per_class[class as usize], total),
         ms(total),
@@ -208,16 +430,17 @@ pub(crate) fn detail(
         describe_class(class)
     );
     s.push_str(&format!(
-        "; on-CPU {} ms ({:.1}%)",
+        "; the threads were on-CPU {} ms of {} ms thread time",
         ms(root.cpu_ns),
-        pct(root.cpu_ns, total)
+        ms(root.wall_ns)
     ));
     if let Some(b) = top.first() {
         s.push_str(&format!(
-            "; largest bottleneck: step {} ({:.1}%, {})",
-            b.step,
+            "; largest bottleneck: {} ({:.1}%, {}, step {})",
+            b.function,
             b.share,
-            b.class.as_str()
+            b.class.as_str(),
+            b.step
         ));
     }
     s.push('.');
@@ -231,7 +454,7 @@ fn describe_class(c: Classification) -> &'static str {
         Classification::IoNetwork => "blocked on network I/O",
         Classification::IoDb => "waiting on a database",
         Classification::Lock => "blocked on locks",
-        Classification::Memory => "blocked in page faults",
+        Classification::Memory => "in page faults (blocked, or faulting and clearing pages)",
         Classification::Idle => "idle (sleeping, or waiting on pipes or children)",
         Classification::Gpu => "waiting on the GPU",
         Classification::Unknown => "off-CPU for reasons the recording does not show",

@@ -24,11 +24,12 @@
 //!   children's `wall_ns` plus `self_wall_ns` equals it. Same for `cpu_ns`, and the
 //!   `waits_ns` entries sum to `wall_ns`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
-use crate::profile::{FrameKind, SampleKind, SampledProfile};
+use crate::profile::{FrameKind, SampleKind, SampledProfile, ThreadSample};
 
 use super::classify::{WaitCategory, categorize};
+use super::critical;
 
 /// What a node stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -67,6 +68,13 @@ pub struct CallNode {
     /// Samples (on-CPU ticks and off-CPU intervals) through this node.
     pub samples: u64,
     pub off_cpu_intervals: u64,
+    /// Inclusive critical-path time (see `critical`): the part of the session's wall
+    /// time charged to this node. Without wake-up records, the thread time less the
+    /// waits for profiled work (see [`CallTree::critical`]).
+    pub crit_ns: u64,
+    pub self_crit_ns: u64,
+    /// Inclusive critical-path time per category.
+    pub crit_waits_ns: [u64; WaitCategory::ALL.len()],
 }
 
 impl CallNode {
@@ -84,6 +92,9 @@ impl CallNode {
             waits_ns: [0; WaitCategory::ALL.len()],
             samples: 0,
             off_cpu_intervals: 0,
+            crit_ns: 0,
+            self_crit_ns: 0,
+            crit_waits_ns: [0; WaitCategory::ALL.len()],
         }
     }
 
@@ -106,9 +117,32 @@ pub struct CallTree {
     pub explained_wait_ns: u64,
     /// Processes (group representatives) with at least one child process that has
     /// samples.
-    pub parents_of_profiled: std::collections::HashSet<i32>,
+    pub parents_of_profiled: HashSet<i32>,
     /// Which processes share a node (see the module docs).
     pub groups: ProcessGroups,
+    /// How the critical-path figures (`crit_ns`) were made.
+    pub critical: CriticalModel,
+    /// Each sample's category, by index into `SampledProfile::samples`.
+    pub sample_categories: Vec<WaitCategory>,
+    /// Each sample's deepest node.
+    pub sample_nodes: Vec<usize>,
+}
+
+/// Where the `crit_ns` figures of a [`CallTree`] come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CriticalModel {
+    /// The critical path through the recorded wake-ups (`critical`).
+    Path {
+        span_ns: u64,
+        unattributed_ns: u64,
+        /// Off-CPU time that was followed to the thread that ended it.
+        followed_ns: u64,
+        /// On-CPU time on the path that no sample covered.
+        unsampled_ns: u64,
+    },
+    /// No wake-up records: summed thread time, less the waits for work that was
+    /// profiled itself ([`CallTree::explained`]).
+    ThreadTime,
 }
 
 /// Processes that share one process node (repeated runs of one program), and threads
@@ -271,11 +305,12 @@ impl CallTree {
         &self.nodes[0]
     }
 
-    /// Session wall time, the denominator of every share: the sum of all sample
-    /// weights, less the waits for work whose own time is in the profile (a shell
+    /// Session wall time, the denominator of every share: the critical path's length
+    /// (the sum of the `crit_ns` it charged). Without wake-up records, the sum of all
+    /// sample weights less the waits for work whose own time is in the profile (a shell
     /// waiting 1 s for a program that runs 1 s is 1 s of session time, not 2).
     pub fn total_wall_ns(&self) -> u64 {
-        self.nodes[0].wall_ns.saturating_sub(self.explained_wait_ns)
+        self.nodes[0].crit_ns
     }
 
     /// The frame of the nearest function node, from `node` up, that was not inlined:
@@ -305,11 +340,7 @@ impl CallTree {
     /// process, so always profiled), and waits for child processes when its children
     /// were profiled.
     pub fn explained(&self, pid: i32) -> &'static [WaitCategory] {
-        if self.has_profiled_child(pid) {
-            &[WaitCategory::Child, WaitCategory::Thread]
-        } else {
-            &[WaitCategory::Thread]
-        }
+        explained_categories(self.has_profiled_child(pid))
     }
 
     /// The part of `waits` (of a node of process `pid`) that [`CallTree::explained`]
@@ -432,43 +463,8 @@ impl<'a> Builder<'a> {
     }
 
     fn run(mut self) -> CallTree {
-        for s in &self.p.samples {
-            let cat = self.category(s.stack, s.kind);
-            let on_cpu = matches!(s.kind, SampleKind::OnCpu);
-            let pid = self.groups.group_of(s.pid);
-            let mut at = self.child(0, Key::Process(pid), pid);
-            let mut chain = vec![0, at];
-            if self.multi_thread.contains(&s.pid) {
-                let tid = self.groups.thread_group_of(s.tid);
-                at = self.child(at, Key::Thread(tid), pid);
-                chain.push(at);
-            }
-            if let Some(leaf) = s.stack {
-                for f in self.path(leaf) {
-                    at = self.child(at, Key::Function(f), pid);
-                    chain.push(at);
-                }
-            }
-            for &n in &chain {
-                let node = &mut self.nodes[n];
-                node.wall_ns += s.weight_ns;
-                node.waits_ns[cat.index()] += s.weight_ns;
-                node.samples += 1;
-                if on_cpu {
-                    node.cpu_ns += s.weight_ns;
-                } else {
-                    node.off_cpu_intervals += 1;
-                }
-            }
-            let leaf = &mut self.nodes[at];
-            leaf.self_wall_ns += s.weight_ns;
-            if on_cpu {
-                leaf.self_cpu_ns += s.weight_ns;
-            }
-        }
-        let sampled: std::collections::HashSet<i32> =
-            self.p.samples.iter().map(|s| s.pid).collect();
-        let parents_of_profiled: std::collections::HashSet<i32> = self
+        let sampled: HashSet<i32> = self.p.samples.iter().map(|s| s.pid).collect();
+        let parents_of_profiled: HashSet<i32> = self
             .p
             .processes
             .iter()
@@ -476,11 +472,36 @@ impl<'a> Builder<'a> {
             .filter_map(|c| c.ppid)
             .map(|pp| self.groups.group_of(pp))
             .collect();
+        let mut cats = Vec::with_capacity(self.p.samples.len());
+        let mut leaves = Vec::with_capacity(self.p.samples.len());
+        for s in &self.p.samples {
+            let cat = self.category(s.stack, s.kind);
+            let at = self.add_sample(s, cat);
+            cats.push(cat);
+            leaves.push(at);
+        }
+        let critical = match critical::critical_path(self.p, &|i| cats[i]) {
+            Some(cp) => self.add_critical_path(&cp, &cats, &leaves),
+            None => {
+                for (i, s) in self.p.samples.iter().enumerate() {
+                    let explained = explained_categories(
+                        parents_of_profiled.contains(&self.groups.group_of(s.pid)),
+                    );
+                    if !explained.contains(&cats[i]) {
+                        self.add_crit(leaves[i], s.weight_ns, cats[i]);
+                    }
+                }
+                CriticalModel::ThreadTime
+            }
+        };
         let mut tree = CallTree {
             nodes: self.nodes,
             explained_wait_ns: 0,
             parents_of_profiled,
             groups: self.groups,
+            critical,
+            sample_categories: cats,
+            sample_nodes: leaves,
         };
         tree.explained_wait_ns = tree.nodes[0]
             .children
@@ -489,6 +510,103 @@ impl<'a> Builder<'a> {
             .map(|n| tree.explained_ns(n.pid, &n.waits_ns))
             .sum();
         tree
+    }
+
+    /// Add one sample's thread time along its stack; returns its deepest node.
+    fn add_sample(&mut self, s: &ThreadSample, cat: WaitCategory) -> usize {
+        let on_cpu = matches!(s.kind, SampleKind::OnCpu);
+        let mut at = self.thread_node(s.pid, s.tid);
+        if let Some(leaf) = s.stack {
+            let pid = self.groups.group_of(s.pid);
+            for f in self.path(leaf) {
+                at = self.child(at, Key::Function(f), pid);
+            }
+        }
+        let mut cur = Some(at);
+        while let Some(n) = cur {
+            let node = &mut self.nodes[n];
+            node.wall_ns += s.weight_ns;
+            node.waits_ns[cat.index()] += s.weight_ns;
+            node.samples += 1;
+            if on_cpu {
+                node.cpu_ns += s.weight_ns;
+            } else {
+                node.off_cpu_intervals += 1;
+            }
+            cur = node.parent;
+        }
+        let leaf = &mut self.nodes[at];
+        leaf.self_wall_ns += s.weight_ns;
+        if on_cpu {
+            leaf.self_cpu_ns += s.weight_ns;
+        }
+        at
+    }
+
+    /// The node a thread's samples start from: its process node, or its thread node
+    /// when the process has several sampled threads.
+    fn thread_node(&mut self, pid: i32, tid: i32) -> usize {
+        let group = self.groups.group_of(pid);
+        let at = self.child(0, Key::Process(group), group);
+        if self.multi_thread.contains(&pid) {
+            let t = self.groups.thread_group_of(tid);
+            self.child(at, Key::Thread(t), group)
+        } else {
+            at
+        }
+    }
+
+    /// Add `ns` of critical-path time in category `cat` at `node` (self) and above.
+    fn add_crit(&mut self, node: usize, ns: u64, cat: WaitCategory) {
+        self.nodes[node].self_crit_ns += ns;
+        let mut cur = Some(node);
+        while let Some(n) = cur {
+            let node = &mut self.nodes[n];
+            node.crit_ns += ns;
+            node.crit_waits_ns[cat.index()] += ns;
+            cur = node.parent;
+        }
+    }
+
+    fn add_critical_path(
+        &mut self,
+        cp: &critical::CriticalPath,
+        cats: &[WaitCategory],
+        leaves: &[usize],
+    ) -> CriticalModel {
+        for c in &cp.credits {
+            let (Some(&leaf), Some(&cat)) = (leaves.get(c.sample), cats.get(c.sample)) else {
+                continue;
+            };
+            self.add_crit(leaf, c.ns, c.category.unwrap_or(cat));
+        }
+        let mut unsampled_ns = 0;
+        for u in &cp.unsampled {
+            let node = self.thread_node(u.pid, u.tid);
+            let cat = if u.via_lock {
+                WaitCategory::Lock
+            } else {
+                WaitCategory::Cpu
+            };
+            self.add_crit(node, u.ns, cat);
+            unsampled_ns += u.ns;
+        }
+        CriticalModel::Path {
+            span_ns: cp.span_ns,
+            unattributed_ns: cp.unattributed_ns,
+            followed_ns: cp.followed_ns,
+            unsampled_ns,
+        }
+    }
+}
+
+/// The wait categories that profiled work stands for, in a process whose children
+/// were (`true`) or were not profiled (see [`CallTree::explained`]).
+fn explained_categories(children_profiled: bool) -> &'static [WaitCategory] {
+    if children_profiled {
+        &[WaitCategory::Child, WaitCategory::Thread]
+    } else {
+        &[WaitCategory::Thread]
     }
 }
 

@@ -1,7 +1,11 @@
 //! Where a sample's time went: one [`WaitCategory`] per sample, from its kind, its
 //! switch-out state and its kernel frames.
 //!
-//! On-CPU samples are `cpu`. Off-CPU intervals are attributed from the evidence the
+//! On-CPU samples are `cpu`, except those whose kernel frames show the CPU faulting in
+//! or clearing memory for the program ([`MEMORY_WORK`]: the page-fault path,
+//! `clear_page*`, `clear_user*`): `memory`, classified Memory with blocking page faults —
+//! a program that touches 1 GiB of fresh pages is bound by memory, not by its code.
+//! Off-CPU intervals are attributed from the evidence the
 //! recording carries, in this order (DESIGN.md §4, points 2 and 3):
 //!
 //! 1. a `Preempted` thread was runnable and waiting for a CPU: `runqueue` (CPU contention);
@@ -43,12 +47,14 @@ pub enum WaitCategory {
     /// or timers — which one is not known from the stack.
     Poll,
     PageFault,
+    /// On-CPU in the kernel faulting in or clearing memory for the program.
+    Memory,
     Other,
 }
 
 impl WaitCategory {
     /// Every category, in a fixed order (used as array index).
-    pub const ALL: [WaitCategory; 12] = [
+    pub const ALL: [WaitCategory; 13] = [
         WaitCategory::Cpu,
         WaitCategory::Runqueue,
         WaitCategory::File,
@@ -60,6 +66,7 @@ impl WaitCategory {
         WaitCategory::Pipe,
         WaitCategory::Poll,
         WaitCategory::PageFault,
+        WaitCategory::Memory,
         WaitCategory::Other,
     ];
 
@@ -77,6 +84,7 @@ impl WaitCategory {
             WaitCategory::Pipe => "pipe",
             WaitCategory::Poll => "poll",
             WaitCategory::PageFault => "page_fault",
+            WaitCategory::Memory => "memory",
             WaitCategory::Other => "other",
         }
     }
@@ -95,6 +103,7 @@ impl WaitCategory {
             WaitCategory::Pipe => "blocked on a pipe",
             WaitCategory::Poll => "waiting for events (epoll, poll, select)",
             WaitCategory::PageFault => "blocked in page faults",
+            WaitCategory::Memory => "on-CPU in the kernel faulting in or clearing memory",
             WaitCategory::Other => "off-CPU for an unattributed reason",
         }
     }
@@ -117,7 +126,7 @@ impl WaitCategory {
             | WaitCategory::Pipe
             | WaitCategory::Child
             | WaitCategory::Thread => Classification::Idle,
-            WaitCategory::PageFault => Classification::Memory,
+            WaitCategory::PageFault | WaitCategory::Memory => Classification::Memory,
             // A socket, a pipe or a timer: network, idle or sleep cannot be told apart.
             WaitCategory::Poll | WaitCategory::Other => Classification::Unknown,
         }
@@ -327,10 +336,34 @@ pub fn match_kernel_rule(state: WaitState, kernel_frames: &[&str]) -> Option<&'s
     })
 }
 
+/// Kernel frames of on-CPU work done for the program's memory: the page-fault path and
+/// the kernel's page and buffer clearing.
+pub static MEMORY_WORK: &[Pattern] = &[
+    Exact("exc_page_fault"),
+    Exact("do_user_addr_fault"),
+    Exact("handle_mm_fault"),
+    Exact("__handle_mm_fault"),
+    Prefix("clear_page"),
+    Prefix("clear_user"),
+    Prefix("__clear_user"),
+];
+
 /// The category of one sample, given its frames, root first.
 pub fn categorize(kind: SampleKind, frames: &[&Frame]) -> WaitCategory {
     let state = match kind {
-        SampleKind::OnCpu => return WaitCategory::Cpu,
+        SampleKind::OnCpu => {
+            let memory = frames.iter().any(|f| {
+                f.kind == FrameKind::Kernel
+                    && MEMORY_WORK
+                        .iter()
+                        .any(|p| p.matches(base_name(&f.function)))
+            });
+            return if memory {
+                WaitCategory::Memory
+            } else {
+                WaitCategory::Cpu
+            };
+        }
         SampleKind::OffCpu { state } => state,
     };
     if state == WaitState::Preempted {

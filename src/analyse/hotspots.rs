@@ -1,22 +1,31 @@
-//! Hotspots: functions ranked by self time (wall: on-CPU plus off-CPU), from the call
-//! tree.
+//! Hotspots: functions ranked by self time (wall: on-CPU plus off-CPU), kernel
+//! functions included.
 //!
-//! A function's self time is the weight of the samples whose innermost user or Python
-//! frame it is (kernel frames only stand in when a stack has no user frame at all, as
-//! in the call tree). Time in a function inlined into its caller counts as the caller's
-//! self time, as `perf report` counts it by default; time spent waiting for a child
-//! process that was profiled too is not self time (the child's hotspots hold it): the hotspot is the function the
-//! machine code belongs to; the steps and flamegraphs keep the inlined frames. Its total time counts each sample once even when the function
-//! recurses. Shares are of the session's total sampled wall time. `on_cpu` is true when
-//! at least half of the self time was on-CPU.
+//! A sample's self function is where the thread was: for an on-CPU sample the
+//! innermost frame of its stack, kernel frames included (module `[kernel]`: time spent
+//! clearing pages or copying data in the kernel is named as such, as `perf report`
+//! does); for an off-CPU interval the innermost user or Python frame (its kernel frames
+//! are the wait path — `schedule` and friends — not work), or the innermost kernel
+//! frame when the stack has no user frame. Code inlined into its caller counts as the
+//! caller's (the function the machine code belongs to), as `perf report` counts it by
+//! default; the steps and flamegraphs keep the inlined frames. A function's frames are
+//! one row whatever their line. Its total time counts each sample once even when the
+//! function recurses.
+//!
+//! Waits that profiled work stands for are not self time: with wake-up records, an
+//! interval ended by another thread of the tree (that thread's hotspots hold the time);
+//! without them, the categories [`CallTree::explained`] names. Shares are of the
+//! session's wall time (the critical path; see `critical`). `on_cpu` is true when at
+//! least half of the self time was on-CPU.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::profile::SampledProfile;
+use crate::profile::{FrameKind, SampleKind, SampledProfile};
 
-use super::calltree::{CallTree, NodeLabel};
+use super::calltree::{CallTree, CriticalModel};
+use super::critical::is_interrupt_wake;
 use super::steps::{ms, pct};
 
 /// How many hotspots are kept.
@@ -45,23 +54,63 @@ struct Acc {
     total_ns: u64,
 }
 
+/// A function's identity: name, module, kind.
+type FnKey<'a> = (&'a str, Option<&'a str>, FrameKind);
+
+/// What a stack means for the hotspots: the self function of an on-CPU and of an
+/// off-CPU sample on it, and the distinct functions it passes through.
+struct StackFns {
+    on_cpu: u32,
+    off_cpu: u32,
+    all: Vec<u32>,
+}
+
 /// The top [`MAX_HOTSPOTS`] functions by self time.
 pub fn hotspots(p: &SampledProfile, tree: &CallTree) -> Vec<Hotspot> {
     let total = tree.total_wall_ns();
-    let mut by_fn: HashMap<u32, Acc> = HashMap::new();
-    for (i, n) in tree.nodes.iter().enumerate() {
-        let NodeLabel::Function { frame } = n.label else {
-            continue;
-        };
-        let owner = tree.containing_function(p, i).unwrap_or(frame);
-        let acc = by_fn.entry(owner).or_default();
-        acc.self_ns += n.self_wall_ns - explained_wait(tree, i);
-        acc.self_cpu_ns += n.self_cpu_ns;
-        if !has_ancestor_with(tree, i, frame) {
-            by_fn.entry(frame).or_default().total_ns += n.wall_ns;
+    let mut ids: HashMap<FnKey, u32> = HashMap::new();
+    let mut rep: Vec<u32> = Vec::new();
+    let mut frame_fn: Vec<u32> = Vec::with_capacity(p.frames.len());
+    for (i, f) in p.frames.iter().enumerate() {
+        let key = (f.function.as_str(), f.module.as_deref(), f.kind);
+        let next = rep.len() as u32;
+        let id = *ids.entry(key).or_insert(next);
+        if id == next {
+            rep.push(i as u32);
+        } else if f.line.is_some_and(|l| {
+            p.frames[rep[id as usize] as usize]
+                .line
+                .is_none_or(|r| l < r)
+        }) {
+            rep[id as usize] = i as u32;
+        }
+        frame_fn.push(id);
+    }
+    let mut cache: HashMap<u32, StackFns> = HashMap::new();
+    let mut acc: Vec<Acc> = (0..rep.len()).map(|_| Acc::default()).collect();
+    for (i, s) in p.samples.iter().enumerate() {
+        let Some(leaf) = s.stack else { continue };
+        let fns = cache
+            .entry(leaf)
+            .or_insert_with(|| stack_fns(p, leaf, &frame_fn));
+        let on_cpu = s.kind == SampleKind::OnCpu;
+        if !explained(p, tree, i) {
+            let a = &mut acc[(if on_cpu { fns.on_cpu } else { fns.off_cpu }) as usize];
+            a.self_ns += s.weight_ns;
+            if on_cpu {
+                a.self_cpu_ns += s.weight_ns;
+            }
+        }
+        for &f in &fns.all {
+            acc[f as usize].total_ns += s.weight_ns;
         }
     }
-    let mut rows: Vec<(u32, Acc)> = by_fn.into_iter().filter(|(_, a)| a.self_ns > 0).collect();
+    let mut rows: Vec<(u32, Acc)> = acc
+        .into_iter()
+        .enumerate()
+        .filter(|(_, a)| a.self_ns > 0)
+        .map(|(f, a)| (rep[f], a))
+        .collect();
     rows.sort_by(|(fa, a), (fb, b)| {
         b.self_ns
             .cmp(&a.self_ns)
@@ -86,27 +135,47 @@ pub fn hotspots(p: &SampledProfile, tree: &CallTree) -> Vec<Hotspot> {
         .collect()
 }
 
-/// Self time of node `i` spent waiting for work that was profiled itself (child
-/// processes, other threads: their own hotspots show where that time went).
-fn explained_wait(tree: &CallTree, i: usize) -> u64 {
-    let n = &tree.nodes[i];
-    let below: u64 = n
-        .children
-        .iter()
-        .map(|&c| tree.explained_ns(n.pid, &tree.nodes[c].waits_ns))
-        .sum();
-    tree.explained_ns(n.pid, &n.waits_ns)
-        .saturating_sub(below)
-        .min(n.self_wall_ns)
+/// True when sample `i` is a wait that other profiled work stands for.
+fn explained(p: &SampledProfile, tree: &CallTree, i: usize) -> bool {
+    let s = &p.samples[i];
+    if s.kind == SampleKind::OnCpu {
+        return false;
+    }
+    match tree.critical {
+        CriticalModel::Path { .. } => s
+            .waker
+            .is_some_and(|w| w.tid != s.tid && !is_interrupt_wake(p, w.stack)),
+        CriticalModel::ThreadTime => tree
+            .sample_categories
+            .get(i)
+            .is_some_and(|c| tree.explained(s.pid).contains(c)),
+    }
 }
 
-fn has_ancestor_with(tree: &CallTree, node: usize, frame: u32) -> bool {
-    let mut cur = tree.nodes[node].parent;
-    while let Some(i) = cur {
-        if tree.nodes[i].label == (NodeLabel::Function { frame }) {
-            return true;
+fn stack_fns(p: &SampledProfile, leaf: u32, frame_fn: &[u32]) -> StackFns {
+    let frames = p.stack_frame_ids(leaf);
+    // The function whose machine code frame `k` ran in: inlined frames belong to the
+    // nearest caller that was not inlined.
+    let owner = |mut k: usize| {
+        while k > 0 && p.frames[frames[k] as usize].inlined {
+            k -= 1;
         }
-        cur = tree.nodes[i].parent;
+        frame_fn[frames[k] as usize]
+    };
+    let last = frames.len().saturating_sub(1);
+    let innermost_user = frames
+        .iter()
+        .rposition(|&f| p.frames[f as usize].kind != FrameKind::Kernel)
+        .unwrap_or(last);
+    let mut seen = HashSet::new();
+    let all = frames
+        .iter()
+        .map(|&f| frame_fn[f as usize])
+        .filter(|f| seen.insert(*f))
+        .collect();
+    StackFns {
+        on_cpu: owner(last),
+        off_cpu: owner(innermost_user),
+        all,
     }
-    false
 }

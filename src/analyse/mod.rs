@@ -21,6 +21,7 @@
 mod bottleneck;
 pub mod calltree;
 pub mod classify;
+pub mod critical;
 pub mod hotspots;
 pub mod steps;
 
@@ -97,8 +98,14 @@ impl Classification {
 /// The result of [`analyse`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Analysis {
-    /// Sum of all sample weights (all threads), ms.
+    /// The session's wall time that shares are taken of: the critical path's length
+    /// (see `critical`), or without wake-up records the summed thread time less the
+    /// waits for profiled work, ms.
     pub total_wall_ms: f64,
+    /// Sum of all sample weights (all threads), ms.
+    pub thread_time_ms: f64,
+    /// How the critical path was made, and how much of it is solid.
+    pub critical_path: CriticalPathSummary,
     /// Sum of on-CPU sample weights, ms.
     pub total_cpu_ms: f64,
     /// The full call tree (not depth-limited; not serialized into the map).
@@ -112,6 +119,52 @@ pub struct Analysis {
     /// sleep, child, pipe, page_fault, other.
     pub wait_breakdown_ms: BTreeMap<String, f64>,
     pub warnings: Vec<String>,
+}
+
+/// The critical path's own figures (the map's `critical_path`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CriticalPathSummary {
+    /// "critical_path" (wake-ups followed) or "thread_time" (no wake-up records).
+    pub model: String,
+    /// Length of the path: the sum of what it charged, ms (the shares' denominator).
+    pub length_ms: f64,
+    /// From the first to the last activity of the tree, ms; null without wake-ups.
+    pub span_ms: Option<f64>,
+    /// Part of the span that could not be charged to any thread, ms.
+    pub unattributed_ms: Option<f64>,
+    /// On-CPU time on the path that no sample covered (charged to its thread), ms.
+    pub unsampled_ms: Option<f64>,
+    /// Off-CPU time of all threads that was followed to the thread that ended it, ms.
+    pub followed_waits_ms: Option<f64>,
+}
+
+impl CriticalPathSummary {
+    fn of(tree: &CallTree) -> CriticalPathSummary {
+        let length_ms = steps::ms(tree.total_wall_ns());
+        match tree.critical {
+            calltree::CriticalModel::Path {
+                span_ns,
+                unattributed_ns,
+                followed_ns,
+                unsampled_ns,
+            } => CriticalPathSummary {
+                model: "critical_path".into(),
+                length_ms,
+                span_ms: Some(steps::ms(span_ns)),
+                unattributed_ms: Some(steps::ms(unattributed_ns)),
+                unsampled_ms: Some(steps::ms(unsampled_ns)),
+                followed_waits_ms: Some(steps::ms(followed_ns)),
+            },
+            calltree::CriticalModel::ThreadTime => CriticalPathSummary {
+                model: "thread_time".into(),
+                length_ms,
+                span_ms: None,
+                unattributed_ms: None,
+                unsampled_ms: None,
+                followed_waits_ms: None,
+            },
+        }
+    }
 }
 
 /// Classes of time, with `child` and `thread` waits resolved to the class of the work
@@ -144,7 +197,7 @@ impl Classes {
             .root()
             .children
             .iter()
-            .map(|&c| (tree.nodes[c].pid, &tree.nodes[c].waits_ns))
+            .map(|&c| (tree.nodes[c].pid, &tree.nodes[c].crit_waits_ns))
             .collect();
         let mut child_class = HashMap::new();
         let mut thread_class = HashMap::new();
@@ -226,28 +279,32 @@ pub fn analyse(p: &SampledProfile) -> Analysis {
     let refs = std::mem::take(&mut builder.refs);
     let hotspots = hotspots::hotspots(p, &tree);
 
-    // Session class: per process, with its own child resolution.
-    // Waits for profiled work are left out: that work's own time stands for them.
+    // Session class: per process, with its own child resolution, from the
+    // critical-path time (waits for profiled work are that work's time).
     let mut per_class = [0u64; Classification::ALL.len()];
     for &c in &tree.root().children {
         let n = &tree.nodes[c];
-        let mut waits = n.waits_ns;
-        for c in tree.explained(n.pid) {
-            waits[c.index()] = 0;
-        }
-        for (acc, t) in per_class.iter_mut().zip(classes.per_class(&waits, n.pid)) {
+        for (acc, t) in per_class
+            .iter_mut()
+            .zip(classes.per_class(&n.crit_waits_ns, n.pid))
+        {
             *acc += t;
         }
     }
     let classification = argmax(&per_class).unwrap_or(Classification::Unknown);
-    let top_bottlenecks = bottleneck::top_bottlenecks(p, &tree, &classes, &steps, &refs);
+    let top_bottlenecks = bottleneck::top_bottlenecks(p, &tree, &classes, &refs);
     let bottleneck_detail =
         bottleneck::detail(p, &tree, classification, &per_class, &top_bottlenecks);
 
     let root = tree.root();
     let wait_breakdown_ms = WaitCategory::ALL
         .iter()
-        .map(|c| (c.key().to_string(), steps::ms(root.wait_ns(*c))))
+        .map(|c| {
+            (
+                c.key().to_string(),
+                steps::ms(root.crit_waits_ns[c.index()]),
+            )
+        })
         .collect();
 
     let mut warnings = Vec::new();
@@ -274,8 +331,29 @@ pub fn analyse(p: &SampledProfile) -> Analysis {
         ));
     }
 
+    match tree.critical {
+        calltree::CriticalModel::ThreadTime if !p.samples.is_empty() => warnings.push(
+            "no wake-up records (sched:sched_waking needs root or kernel.perf_event_paranoid \
+             <= 1): waits are not followed to the thread that ended them, so shares are of \
+             summed thread time, less waits for children and threads that were profiled"
+                .to_string(),
+        ),
+        calltree::CriticalModel::Path {
+            span_ns,
+            unattributed_ns,
+            ..
+        } if span_ns > 0 && steps::pct(unattributed_ns, span_ns) >= 5.0 => warnings.push(format!(
+            "{:.1}% of the run's wall time could not be charged to any thread on the critical \
+             path (no activity recorded for the thread it led to)",
+            steps::pct(unattributed_ns, span_ns)
+        )),
+        _ => {}
+    }
+
     Analysis {
-        total_wall_ms: steps::ms(root.wall_ns),
+        total_wall_ms: steps::ms(tree.total_wall_ns()),
+        thread_time_ms: steps::ms(root.wall_ns),
+        critical_path: CriticalPathSummary::of(&tree),
         total_cpu_ms: steps::ms(root.cpu_ns),
         call_tree: tree,
         steps,

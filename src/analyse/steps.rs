@@ -13,8 +13,14 @@
 //!   shown only when the pool itself reaches 1 %.
 //! - Depth 5 is the last level: a step there that had children gets `truncated: true`.
 //!
-//! `time_share_pct` is the share of the session's total sampled wall time: the sum of
-//! the weights of all samples of all threads (on-CPU periods plus off-CPU intervals).
+//! A step's `wall_time_ms`, `self_time_ms`, `time_share_pct`, `wait_breakdown_ms`,
+//! type and class are its critical-path time (see `critical`): the part of the run's
+//! wall time that waited for it. The shares of the top-level steps add up to 100 %;
+//! threads nobody waited for (an idle pool, an event loop) hold none and are not shown.
+//! `thread_time_ms` is the summed time of its threads (on-CPU plus off-CPU), as a
+//! sampling profiler sums it, and `cpu_time_ms` their on-CPU time; both may exceed the
+//! wall time when threads run in parallel. Without wake-up records the critical-path
+//! figures are the thread time less the waits for profiled work.
 //! Times are rounded to the microsecond, shares to 0.01 %.
 
 use std::collections::BTreeMap;
@@ -64,11 +70,15 @@ pub struct Step {
     pub module: Option<String>,
     /// "name (pid)" of the process the step ran in; None for a pool spanning processes.
     pub process: Option<String>,
-    /// Inclusive wall time: on-CPU plus off-CPU.
+    /// Inclusive wall time on the critical path: the part of the run's wall time that
+    /// waited for this step (on-CPU plus off-CPU).
     pub wall_time_ms: f64,
-    /// Inclusive on-CPU time.
+    /// Inclusive on-CPU time of all its threads.
     pub cpu_time_ms: f64,
-    /// Wall time in the step's own frame(s), not in callees.
+    /// Inclusive time summed over its threads (on-CPU plus off-CPU), on the critical
+    /// path or not.
+    pub thread_time_ms: f64,
+    /// Critical-path time in the step's own frame(s), not in callees.
     pub self_time_ms: f64,
     pub time_share_pct: f64,
     #[serde(rename = "type")]
@@ -88,10 +98,6 @@ pub(crate) struct StepRef {
     pub id: String,
     /// The call-tree nodes folded into this step, outermost first; empty for "other".
     pub nodes: Vec<usize>,
-    /// Wall time of this step not shown in a child step, ns.
-    pub unexplained_ns: u64,
-    pub wall_ns: u64,
-    pub synthetic: bool,
 }
 
 pub(crate) fn ms(ns: u64) -> f64 {
@@ -179,22 +185,22 @@ impl<'a> StepBuilder<'a> {
         let mut shown: Vec<usize> = Vec::new();
         let mut pooled: Vec<usize> = Vec::new();
         for &c in candidates {
-            if pct(self.node(c).wall_ns, self.total) >= MIN_SHARE_PCT {
+            if pct(self.node(c).crit_ns, self.total) >= MIN_SHARE_PCT {
                 shown.push(c);
-            } else if self.node(c).wall_ns > 0 {
+            } else if self.node(c).crit_ns > 0 {
                 pooled.push(c);
             }
         }
         shown.sort_by(|&a, &b| {
             let (a, b) = (self.node(a), self.node(b));
-            b.wall_ns.cmp(&a.wall_ns).then_with(|| a.name.cmp(&b.name))
+            b.crit_ns.cmp(&a.crit_ns).then_with(|| a.name.cmp(&b.name))
         });
         let mut steps = Vec::new();
         for (k, &c) in shown.iter().enumerate() {
             let id = child_id(prefix, k + 1);
             steps.push(self.step(c, id, depth));
         }
-        let pool_wall: u64 = pooled.iter().map(|&c| self.node(c).wall_ns).sum();
+        let pool_wall: u64 = pooled.iter().map(|&c| self.node(c).crit_ns).sum();
         if !pooled.is_empty() && pct(pool_wall, self.total) >= MIN_SHARE_PCT {
             let id = child_id(prefix, steps.len() + 1);
             steps.push(self.other(&pooled, id));
@@ -212,7 +218,8 @@ impl<'a> StepBuilder<'a> {
                 let heavy = n.children.iter().copied().find(|&c| {
                     let cn = self.node(c);
                     !cn.is_synthetic()
-                        && cn.wall_ns as f64 >= FOLD_FRACTION * self.node(top).wall_ns as f64
+                        && cn.crit_ns > 0
+                        && cn.crit_ns as f64 >= FOLD_FRACTION * self.node(top).crit_ns as f64
                 });
                 match heavy {
                     Some(c) => {
@@ -228,7 +235,7 @@ impl<'a> StepBuilder<'a> {
             let next = chain.get(k + 1).copied();
             candidates.extend(self.node(n).children.iter().filter(|&&c| Some(c) != next));
         }
-        let self_ns: u64 = chain.iter().map(|&n| self.node(n).self_wall_ns).sum();
+        let self_ns: u64 = chain.iter().map(|&n| self.node(n).self_crit_ns).sum();
         let n = self.node(top);
         let (function, location, module, step_type) = match n.label {
             NodeLabel::Process { .. } => (n.name.clone(), None, None, StepType::Process),
@@ -239,7 +246,7 @@ impl<'a> StepBuilder<'a> {
                     n.name.clone(),
                     f.location(),
                     f.module.clone(),
-                    function_type(&n.waits_ns, n.wall_ns, self_ns),
+                    function_type(&n.crit_waits_ns, n.crit_ns, self_ns),
                 )
             }
             NodeLabel::Session => (n.name.clone(), None, None, StepType::Unknown),
@@ -250,53 +257,43 @@ impl<'a> StepBuilder<'a> {
             location,
             module,
             process: Some(self.tree.groups.label(self.p, n.pid)),
-            wall_time_ms: ms(n.wall_ns),
+            wall_time_ms: ms(n.crit_ns),
             cpu_time_ms: ms(n.cpu_ns),
+            thread_time_ms: ms(n.wall_ns),
             self_time_ms: ms(self_ns),
-            time_share_pct: pct(n.wall_ns, self.total),
+            time_share_pct: pct(n.crit_ns, self.total),
             step_type,
-            classification: self.classes.dominant(&n.waits_ns, n.pid),
-            wait_breakdown_ms: breakdown(&n.waits_ns),
+            classification: self.classes.dominant(&n.crit_waits_ns, n.pid),
+            wait_breakdown_ms: breakdown(&n.crit_waits_ns),
             truncated: false,
             children: Vec::new(),
         };
-        let wall_ns = n.wall_ns;
-        let synthetic = n.is_synthetic();
-        let ref_index = self.refs.len();
         self.refs.push(StepRef {
             id: id.clone(),
             nodes: chain,
-            unexplained_ns: wall_ns,
-            wall_ns,
-            synthetic,
         });
-        let has_children = candidates.iter().any(|&c| self.node(c).wall_ns > 0);
+        let has_children = candidates.iter().any(|&c| self.node(c).crit_ns > 0);
         if depth >= MAX_DEPTH {
             step.truncated = has_children;
         } else {
             step.children = self.children_of(&candidates, &id, depth + 1);
-            let shown: u64 = step
-                .children
-                .iter()
-                .map(|c| (c.wall_time_ms * 1e6).round() as u64)
-                .sum();
-            self.refs[ref_index].unexplained_ns = wall_ns.saturating_sub(shown);
         }
         step
     }
 
     fn other(&mut self, pooled: &[usize], id: String) -> Step {
         let mut waits = [0u64; WaitCategory::ALL.len()];
-        let (mut wall, mut cpu, mut self_ns) = (0, 0, 0);
+        let (mut wall, mut cpu, mut self_ns, mut thread) = (0, 0, 0, 0);
         let mut pids: Vec<i32> = Vec::new();
         for &c in pooled {
             let n = self.node(c);
-            for (w, x) in waits.iter_mut().zip(n.waits_ns.iter()) {
+            for (w, x) in waits.iter_mut().zip(n.crit_waits_ns.iter()) {
                 *w += x;
             }
-            wall += n.wall_ns;
+            wall += n.crit_ns;
+            thread += n.wall_ns;
             cpu += n.cpu_ns;
-            self_ns += n.self_wall_ns;
+            self_ns += n.self_crit_ns;
             if !pids.contains(&n.pid) {
                 pids.push(n.pid);
             }
@@ -305,9 +302,6 @@ impl<'a> StepBuilder<'a> {
         self.refs.push(StepRef {
             id: id.clone(),
             nodes: Vec::new(),
-            unexplained_ns: wall,
-            wall_ns: wall,
-            synthetic: true,
         });
         Step {
             id,
@@ -317,6 +311,7 @@ impl<'a> StepBuilder<'a> {
             process: (pids.len() == 1).then(|| self.tree.groups.label(self.p, pid)),
             wall_time_ms: ms(wall),
             cpu_time_ms: ms(cpu),
+            thread_time_ms: ms(thread),
             self_time_ms: ms(self_ns),
             time_share_pct: pct(wall, self.total),
             step_type: StepType::FunctionCall,

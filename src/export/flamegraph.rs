@@ -45,6 +45,7 @@ pub fn off_cpu_color(c: WaitCategory) -> Color {
         WaitCategory::Pipe => (110, 200, 230),
         WaitCategory::Poll => (95, 160, 215),
         WaitCategory::PageFault => (205, 110, 200),
+        WaitCategory::Memory => (225, 95, 170),
         WaitCategory::Other => (165, 165, 165),
     };
     Color { r, g, b }
