@@ -238,11 +238,13 @@ fn describe(
     if let Some(path) = heaviest_path(tree, c, &step) {
         why.push(path);
     }
-    why.push(format!(
-        "summed over its threads it took {} ms ({} ms on-CPU), on the critical path or not",
-        ms(c.thread_ns),
-        ms(c.cpu_ns)
-    ));
+    if c.thread_ns.abs_diff(c.self_crit_ns) * 20 > c.self_crit_ns {
+        why.push(format!(
+            "summed over its threads it took {} ms ({} ms on-CPU), on the critical path or not",
+            ms(c.thread_ns),
+            ms(c.cpu_ns)
+        ));
+    }
     if let Some(k) = kernel_detail(p, tree, c) {
         why.push(k);
     }
@@ -280,8 +282,8 @@ fn held(tree: &CallTree, c: &Candidate, share: f64, total: u64) -> String {
             ms(total)
         ),
         CriticalModel::ThreadTime => format!(
-            "it holds {} ms, {share:.1}% of the {} ms sampled across all threads (no wake-up \
-             records: summed thread time, waits for profiled work left out)",
+            "it holds {} ms, {share:.1}% of the {} ms sampled across all threads (waits for \
+             profiled work left out)",
             ms(c.self_crit_ns),
             ms(total)
         ),

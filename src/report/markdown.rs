@@ -184,6 +184,7 @@ pub fn render(rec: &Recording, map: &PerfMap) -> String {
     }
     let pr = &map.doc["profile_result"];
     render_hotspots(&mut o, &pr["hotspots"]);
+    render_critical_path(&mut o, &pr["performance_map"]["critical_path"]);
     render_steps(&mut o, &pr["performance_map"]["steps"]);
     render_bottlenecks(&mut o, &map.top_bottlenecks);
     let _ = writeln!(o, "### Recommendations\n");
@@ -247,6 +248,49 @@ fn render_hotspots(o: &mut String, h: &Value) {
     );
 }
 
+/// How the shares were made: the critical path's figures.
+fn render_critical_path(o: &mut String, cp: &Value) {
+    let Some(model) = cp["model"].as_str() else {
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "### Critical path
+"
+    );
+    let ms = |k: &str| {
+        cp[k]
+            .as_f64()
+            .map_or("—".to_string(), |v| format!("{} ms", f(v, 1)))
+    };
+    let what = if model == "critical_path" {
+        "each moment of the run charged to the thread it waited for (wake-ups followed back \
+         from the end); steps' wall ms and shares are of this path, thread ms is the summed \
+         time of their threads"
+    } else {
+        "no wake-up records: shares are of summed thread time, less waits for profiled \
+         children and threads"
+    };
+    let _ = writeln!(o, "{what}.\n");
+    table(
+        o,
+        &["figure", "value"],
+        &[
+            vec!["path length (shares' denominator)".into(), ms("length_ms")],
+            vec!["span, first to last activity".into(), ms("span_ms")],
+            vec![
+                "waits followed to their waker".into(),
+                ms("followed_waits_ms"),
+            ],
+            vec![
+                "on-CPU on the path with no sample".into(),
+                ms("unsampled_ms"),
+            ],
+            vec!["not attributable to a thread".into(), ms("unattributed_ms")],
+        ],
+    );
+}
+
 fn render_steps(o: &mut String, steps: &Value) {
     let Some(list) = steps.as_array().filter(|l| !l.is_empty()) else {
         return;
@@ -268,6 +312,7 @@ fn render_steps(o: &mut String, steps: &Value) {
             v["id"].as_str().unwrap_or("").to_string(),
             format!("{name}{trunc}"),
             f(v["wall_time_ms"].as_f64().unwrap_or(0.0), 1),
+            v["thread_time_ms"].as_f64().map_or("".into(), |t| f(t, 1)),
             f(v["cpu_time_ms"].as_f64().unwrap_or(0.0), 1),
             f(v["time_share_pct"].as_f64().unwrap_or(0.0), 1),
             v["classification"].as_str().unwrap_or("").to_string(),
@@ -285,7 +330,14 @@ fn render_steps(o: &mut String, steps: &Value) {
     table(
         o,
         &[
-            "id", "step", "wall ms", "CPU ms", "share %", "class", "location",
+            "id",
+            "step",
+            "wall ms",
+            "thread ms",
+            "CPU ms",
+            "share %",
+            "class",
+            "location",
         ],
         &rows,
     );
@@ -299,8 +351,9 @@ fn render_bottlenecks(o: &mut String, top: &Value) {
     for (i, b) in list.iter().enumerate() {
         let _ = writeln!(
             o,
-            "{}. **{}** ({}, {:.1}% of wall time) — {}",
+            "{}. **{}** (step {}, {}, {:.1}% of wall time) — {}",
             i + 1,
+            b["function"].as_str().unwrap_or("?"),
             b["step"].as_str().unwrap_or("?"),
             b["type"].as_str().unwrap_or("?"),
             b["share"].as_f64().unwrap_or(0.0),

@@ -21,6 +21,8 @@ pub struct DeepView {
     pub bottleneck_detail: String,
     pub top_bottlenecks: Value,
     pub wait_breakdown_ms: Value,
+    pub critical_path: Value,
+    pub thread_time_ms: f64,
     pub warnings: Vec<String>,
 }
 
@@ -34,6 +36,8 @@ impl DeepView {
             bottleneck_detail: a.bottleneck_detail.clone(),
             top_bottlenecks: to_value(&a.top_bottlenecks),
             wait_breakdown_ms: to_value(&a.wait_breakdown_ms),
+            critical_path: to_value(&a.critical_path),
+            thread_time_ms: a.thread_time_ms,
             warnings: a.warnings.clone(),
         }
     }
@@ -188,6 +192,8 @@ pub fn build(
             "bottleneck_detail": detail,
             "top_bottlenecks": top,
             "wait_breakdown_ms": deep.map(|d| d.wait_breakdown_ms.clone()),
+            "critical_path": deep.map(|d| d.critical_path.clone()),
+            "thread_time_ms": deep.map(|d| d.thread_time_ms),
         },
         "bottleneck_classification": classification,
         "bottleneck_detail": detail,
