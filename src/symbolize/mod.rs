@@ -8,10 +8,13 @@
 //! - A frame with inlined calls becomes several frames, outermost first, the inner ones
 //!   `inlined: true`, each with its own file:line.
 //! - An address that cannot be named becomes `module+0xoffset` (file offset for user
-//!   code, address for kernel and anonymous code) — never a guessed neighbour.
+//!   code, address for kernel and anonymous code) — never a guessed neighbour. In a
+//!   binary file the offset is that of the containing function's start when its
+//!   `.eh_frame` knows it (see [`stripped`]), so one function is one frame.
 //! - Stacks are re-interned as a prefix tree, root first, over the symbolized frames.
 
 mod debugfile;
+mod stripped;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -34,7 +37,8 @@ pub fn symbolize(raw: &RawProfile) -> SampledProfile {
         .enable_demangling(true)
         .build();
     let mut unnamed = 0u64;
-    let expanded = expand_frames(raw, &symbolizer, &mut unnamed);
+    let mut grouper = stripped::Grouper::default();
+    let expanded = expand_frames(raw, &symbolizer, &mut grouper, &mut unnamed);
 
     let mut frames: Vec<Frame> = Vec::new();
     let mut frame_ids: HashMap<Frame, u32> = HashMap::new();
@@ -89,6 +93,8 @@ pub fn symbolize(raw: &RawProfile) -> SampledProfile {
         .iter()
         .filter(|s| s.kind == SampleKind::OnCpu)
         .count() as u64;
+    let mut warnings = raw.warnings.clone();
+    warnings.extend(grouper.warning(unnamed));
     let quality = SampleQuality {
         samples: on_cpu,
         off_cpu_intervals: samples.len() as u64 - on_cpu,
@@ -96,7 +102,7 @@ pub fn symbolize(raw: &RawProfile) -> SampledProfile {
         unwind_failures: raw.unwind_failures,
         truncated_stacks: raw.truncated_stacks,
         unnamed_addresses: unnamed,
-        warnings: raw.warnings.clone(),
+        warnings,
     };
     SampledProfile {
         sampler: raw.sampler.clone(),
@@ -137,7 +143,12 @@ fn basename(path: &str) -> String {
 }
 
 /// Each raw frame's symbolized frames, outermost first.
-fn expand_frames(raw: &RawProfile, symbolizer: &Symbolizer, unnamed: &mut u64) -> Vec<Vec<Frame>> {
+fn expand_frames(
+    raw: &RawProfile,
+    symbolizer: &Symbolizer,
+    grouper: &mut stripped::Grouper,
+    unnamed: &mut u64,
+) -> Vec<Vec<Frame>> {
     let mut out: Vec<Vec<Frame>> = vec![Vec::new(); raw.frames.len()];
     let mut by_module: HashMap<u32, Vec<(usize, u64)>> = HashMap::new();
     let mut kernel: Vec<(usize, u64)> = Vec::new();
@@ -194,8 +205,9 @@ fn expand_frames(raw: &RawProfile, symbolizer: &Symbolizer, unnamed: &mut u64) -
                     sym_frames(sym, &modname, FrameKind::User)
                 }
                 _ => {
-                    *unnamed += 1;
-                    vec![unnamed_frame(&modname, *off, FrameKind::User)]
+                    let (frame, still_unnamed) = grouper.frame(&path, &modname, *off);
+                    *unnamed += u64::from(still_unnamed);
+                    vec![frame]
                 }
             };
             out[*i] = frames;
