@@ -179,39 +179,9 @@ fn expand_frames(
         let path = raw
             .modules
             .get(module as usize)
-            .map(|m| m.path.clone())
+            .map(|m| m.path.as_str())
             .unwrap_or_default();
-        let modname = basename(&path);
-        let offsets: Vec<u64> = items.iter().map(|(_, o)| *o).collect();
-        let results = if path.starts_with('/') {
-            symbolize_module(symbolizer, Path::new(&path), &offsets)
-        } else {
-            Vec::new()
-        };
-        let plt = if path.starts_with('/') {
-            plt_ranges(Path::new(&path))
-        } else {
-            Vec::new()
-        };
-        for (k, (i, off)) in items.iter().enumerate() {
-            if plt.iter().any(|(a, b)| (*a..*b).contains(off)) {
-                out[*i] = vec![plt_frame(&modname)];
-                continue;
-            }
-            let frames = match results.get(k) {
-                // A symbol whose known size ends before the address is only the nearest
-                // one below it (e.g. `_init` for PLT stubs): not a name for it.
-                Some(Symbolized::Sym(sym)) if !past_end(sym) => {
-                    sym_frames(sym, &modname, FrameKind::User)
-                }
-                _ => {
-                    let (frame, still_unnamed) = grouper.frame(&path, &modname, *off);
-                    *unnamed += u64::from(still_unnamed);
-                    vec![frame]
-                }
-            };
-            out[*i] = frames;
-        }
+        expand_module(path, &items, symbolizer, grouper, unnamed, &mut out);
     }
 
     if !kernel.is_empty() {
@@ -257,6 +227,46 @@ fn expand_frames(
         }
     }
     out
+}
+
+/// Symbolize the file offsets `items` (raw frame index, offset) of the module at `path`
+/// into `out`: named frames, PLT stubs, or (through `grouper`) the containing function.
+fn expand_module(
+    path: &str,
+    items: &[(usize, u64)],
+    symbolizer: &Symbolizer,
+    grouper: &mut stripped::Grouper,
+    unnamed: &mut u64,
+    out: &mut [Vec<Frame>],
+) {
+    let modname = basename(path);
+    let offsets: Vec<u64> = items.iter().map(|(_, o)| *o).collect();
+    let (results, plt) = if path.starts_with('/') {
+        (
+            symbolize_module(symbolizer, Path::new(path), &offsets),
+            plt_ranges(Path::new(path)),
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    for (k, (i, off)) in items.iter().enumerate() {
+        if plt.iter().any(|(a, b)| (*a..*b).contains(off)) {
+            out[*i] = vec![plt_frame(&modname)];
+            continue;
+        }
+        out[*i] = match results.get(k) {
+            // A symbol whose known size ends before the address is only the nearest
+            // one below it (e.g. `_init` for PLT stubs): not a name for it.
+            Some(Symbolized::Sym(sym)) if !past_end(sym) => {
+                sym_frames(sym, &modname, FrameKind::User)
+            }
+            _ => {
+                let (frame, still_unnamed) = grouper.frame(path, &modname, *off);
+                *unnamed += u64::from(still_unnamed);
+                vec![frame]
+            }
+        };
+    }
 }
 
 /// Symbolize file offsets of one binary: through its build-ID debug file when it has
