@@ -284,18 +284,6 @@ mod tests {
         return x; }\n\
         int main(int argc, char **argv) { (void)argv; return (int)work((unsigned long)argc << 20); }\n";
 
-    /// `work`'s (file offset, size) from the symbol table of an unstripped binary.
-    fn work_symbol(path: &Path) -> (u64, u64) {
-        let data = std::fs::read(path).expect("read binary");
-        let obj = object::File::parse(&*data).expect("parse");
-        let sym = obj
-            .symbols()
-            .find(|s| s.name() == Ok("work"))
-            .expect("work in .symtab");
-        let off = Segments::of(&obj).offset(sym.address()).expect("mapped");
-        (off, sym.size())
-    }
-
     #[test]
     fn an_address_inside_a_function_maps_to_its_start_after_strip() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -309,7 +297,7 @@ mod tests {
             .status()
             .expect("run cc");
         assert!(st.success());
-        let (start, size) = work_symbol(&exe);
+        let (start, size) = symbol(&exe, "work");
         assert!(size > 8, "work is {size} bytes");
         let bare = dir.path().join("work-stripped");
         std::fs::copy(&exe, &bare).expect("copy");
@@ -326,6 +314,54 @@ mod tests {
         }
         assert_ne!(f.lookup(start + size), Some(Found::Start(start)));
         assert!(Functions::load(&exe).expect("load").has_symbols);
+    }
+
+    /// `hidden` is defined after `exported` and kept there (`-fno-toplevel-reorder`):
+    /// the nearest dynamic symbol below it is `exported`, which must not name it.
+    const LIB: &str = "static unsigned long hidden(unsigned long n);\n\
+        unsigned long exported(unsigned long n) {\n\
+        unsigned long x = n | 7;\n\
+        for (unsigned long i = 0; i < n; i++) { x = x * 2862933555777941757UL + 5; x ^= x >> 31; }\n\
+        return x + hidden(n); }\n\
+        __attribute__((noinline)) static unsigned long hidden(unsigned long n) {\n\
+        unsigned long x = n | 1;\n\
+        for (unsigned long i = 0; i < n; i++) { x = x * 6364136223846793005UL + 3; x ^= x >> 29; }\n\
+        return x; }\n";
+
+    /// A (file offset, size) from the symbol table of an unstripped binary.
+    fn symbol(path: &Path, name: &str) -> (u64, u64) {
+        let data = std::fs::read(path).expect("read binary");
+        let obj = object::File::parse(&*data).expect("parse");
+        let sym = obj
+            .symbols()
+            .find(|s| s.name() == Ok(name))
+            .unwrap_or_else(|| panic!("{name} in .symtab"));
+        let off = Segments::of(&obj).offset(sym.address()).expect("mapped");
+        (off, sym.size())
+    }
+
+    #[test]
+    fn an_exported_symbol_names_only_its_own_code() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let c = dir.path().join("lib.c");
+        std::fs::write(&c, LIB).expect("write");
+        let so = dir.path().join("libwork.so");
+        let st = Command::new("cc")
+            .args(["-O2", "-fno-toplevel-reorder", "-fPIC", "-shared", "-o"])
+            .arg(&so)
+            .arg(&c)
+            .status()
+            .expect("run cc");
+        assert!(st.success());
+        let (exp, exp_size) = symbol(&so, "exported");
+        let (hid, hid_size) = symbol(&so, "hidden");
+        assert!(hid > exp + exp_size, "hidden must follow exported");
+        let st = Command::new("strip").arg(&so).status().expect("run strip");
+        assert!(st.success());
+        let f = Functions::load(&so).expect("load stripped library");
+        assert_eq!(f.lookup(exp + exp_size / 2), Some(Found::Named("exported")));
+        // The static function after it is not `exported`: it is named by its FDE.
+        assert_eq!(f.lookup(hid + hid_size / 2), Some(Found::Start(hid)));
     }
 
     #[test]
