@@ -198,6 +198,102 @@ fn on_cpu_shares_with_and_without_frame_pointers() {
     }
 }
 
+/// On-CPU samples by leaf-most user frame.
+fn leaf_counts(prof: &SampledProfile) -> HashMap<String, u64> {
+    let mut counts: HashMap<String, u64> = HashMap::new();
+    for s in prof.samples.iter().filter(|s| s.kind == SampleKind::OnCpu) {
+        if let Some(f) = user_leaf(prof, s.stack) {
+            *counts.entry(f).or_default() += 1;
+        }
+    }
+    counts
+}
+
+/// `module+0xOFFSET` of a function of an unstripped binary: its file offset, from its
+/// symbol address and the load segment that maps it.
+fn offset_name(exe: &Path, module: &str, function: &str) -> String {
+    use object::{Object, ObjectSegment, ObjectSymbol};
+    let data = std::fs::read(exe).expect("read binary");
+    let obj = object::File::parse(&*data).expect("parse binary");
+    let addr = obj
+        .symbols()
+        .find(|s| s.name() == Ok(function))
+        .expect("function in .symtab")
+        .address();
+    let off = obj
+        .segments()
+        .find_map(|seg| {
+            let (off, size) = seg.file_range();
+            let va = seg.address();
+            (va..va + size).contains(&addr).then(|| off + (addr - va))
+        })
+        .expect("a segment maps the function");
+    format!("{module}+0x{off:x}")
+}
+
+#[test]
+fn a_stripped_binary_has_one_row_per_function_with_the_same_shares() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c(dir.path(), "named", THREE_FUNCS, &["-O2", "-fno-ipa-icf"]);
+    let bare = dir.path().join("fixture");
+    std::fs::copy(&exe, &bare).expect("copy");
+    let st = Command::new("strip")
+        .arg(&bare)
+        .status()
+        .expect("run strip");
+    assert!(st.success(), "strip failed");
+    let n = "100000000";
+    let named = leaf_counts(&profile(exe.to_str().expect("utf8"), &[n]));
+    let prof = profile(bare.to_str().expect("utf8"), &[n]);
+    let bare_counts = leaf_counts(&prof);
+
+    // One row per hot function: only three rows of the stripped binary hold ≥1% of
+    // its samples, each named by the start of one of the three functions.
+    let total: u64 = bare_counts.values().sum();
+    let mut hot: Vec<(&String, &u64)> = bare_counts
+        .iter()
+        .filter(|(f, n)| f.starts_with("fixture+0x") && **n * 100 >= total)
+        .collect();
+    hot.sort();
+    eprintln!("stripped rows: {bare_counts:?}");
+    assert_eq!(hot.len(), 3, "hot rows of the stripped binary: {hot:?}");
+    let funcs = ["func_a", "func_b", "func_c"];
+    let share = |c: &HashMap<String, u64>, keys: &[String]| -> Vec<f64> {
+        let n: Vec<f64> = keys
+            .iter()
+            .map(|k| *c.get(k).unwrap_or(&0) as f64)
+            .collect();
+        let sum: f64 = n.iter().sum();
+        assert!(sum > 500.0, "too few samples in {keys:?}: {c:?}");
+        n.iter().map(|x| 100.0 * x / sum).collect()
+    };
+    let named_keys: Vec<String> = funcs.iter().map(|f| f.to_string()).collect();
+    let bare_keys: Vec<String> = funcs
+        .iter()
+        .map(|f| offset_name(&exe, "fixture", f))
+        .collect();
+    let (want, got) = (share(&named, &named_keys), share(&bare_counts, &bare_keys));
+    eprintln!("shares named {want:?} stripped {got:?} ({bare_keys:?})");
+    for (i, f) in funcs.iter().enumerate() {
+        assert!(
+            (want[i] - got[i]).abs() <= 5.0,
+            "{f}: named {:.1}% stripped {:.1}%",
+            want[i],
+            got[i]
+        );
+    }
+    // The recording says which binary lacks symbols and how to get them.
+    assert!(
+        prof.quality
+            .warnings
+            .iter()
+            .any(|w| w.contains("without symbols: fixture (") && w.contains("dbgsym")),
+        "{:?}",
+        prof.quality.warnings
+    );
+}
+
 const SLEEP_COMPUTE: &str = include_str!("fixtures/c/sleep_compute.c");
 
 #[test]

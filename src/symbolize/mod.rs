@@ -8,10 +8,13 @@
 //! - A frame with inlined calls becomes several frames, outermost first, the inner ones
 //!   `inlined: true`, each with its own file:line.
 //! - An address that cannot be named becomes `module+0xoffset` (file offset for user
-//!   code, address for kernel and anonymous code) — never a guessed neighbour.
+//!   code, address for kernel and anonymous code) — never a guessed neighbour. In a
+//!   binary file the offset is that of the containing function's start when its
+//!   `.eh_frame` knows it (see [`stripped`]), so one function is one frame.
 //! - Stacks are re-interned as a prefix tree, root first, over the symbolized frames.
 
 mod debugfile;
+mod stripped;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -34,7 +37,8 @@ pub fn symbolize(raw: &RawProfile) -> SampledProfile {
         .enable_demangling(true)
         .build();
     let mut unnamed = 0u64;
-    let expanded = expand_frames(raw, &symbolizer, &mut unnamed);
+    let mut grouper = stripped::Grouper::default();
+    let expanded = expand_frames(raw, &symbolizer, &mut grouper, &mut unnamed);
 
     let mut frames: Vec<Frame> = Vec::new();
     let mut frame_ids: HashMap<Frame, u32> = HashMap::new();
@@ -89,6 +93,8 @@ pub fn symbolize(raw: &RawProfile) -> SampledProfile {
         .iter()
         .filter(|s| s.kind == SampleKind::OnCpu)
         .count() as u64;
+    let mut warnings = raw.warnings.clone();
+    warnings.extend(grouper.warning(unnamed));
     let quality = SampleQuality {
         samples: on_cpu,
         off_cpu_intervals: samples.len() as u64 - on_cpu,
@@ -96,7 +102,7 @@ pub fn symbolize(raw: &RawProfile) -> SampledProfile {
         unwind_failures: raw.unwind_failures,
         truncated_stacks: raw.truncated_stacks,
         unnamed_addresses: unnamed,
-        warnings: raw.warnings.clone(),
+        warnings,
     };
     SampledProfile {
         sampler: raw.sampler.clone(),
@@ -137,7 +143,12 @@ fn basename(path: &str) -> String {
 }
 
 /// Each raw frame's symbolized frames, outermost first.
-fn expand_frames(raw: &RawProfile, symbolizer: &Symbolizer, unnamed: &mut u64) -> Vec<Vec<Frame>> {
+fn expand_frames(
+    raw: &RawProfile,
+    symbolizer: &Symbolizer,
+    grouper: &mut stripped::Grouper,
+    unnamed: &mut u64,
+) -> Vec<Vec<Frame>> {
     let mut out: Vec<Vec<Frame>> = vec![Vec::new(); raw.frames.len()];
     let mut by_module: HashMap<u32, Vec<(usize, u64)>> = HashMap::new();
     let mut kernel: Vec<(usize, u64)> = Vec::new();
@@ -168,38 +179,9 @@ fn expand_frames(raw: &RawProfile, symbolizer: &Symbolizer, unnamed: &mut u64) -
         let path = raw
             .modules
             .get(module as usize)
-            .map(|m| m.path.clone())
+            .map(|m| m.path.as_str())
             .unwrap_or_default();
-        let modname = basename(&path);
-        let offsets: Vec<u64> = items.iter().map(|(_, o)| *o).collect();
-        let results = if path.starts_with('/') {
-            symbolize_module(symbolizer, Path::new(&path), &offsets)
-        } else {
-            Vec::new()
-        };
-        let plt = if path.starts_with('/') {
-            plt_ranges(Path::new(&path))
-        } else {
-            Vec::new()
-        };
-        for (k, (i, off)) in items.iter().enumerate() {
-            if plt.iter().any(|(a, b)| (*a..*b).contains(off)) {
-                out[*i] = vec![plt_frame(&modname)];
-                continue;
-            }
-            let frames = match results.get(k) {
-                // A symbol whose known size ends before the address is only the nearest
-                // one below it (e.g. `_init` for PLT stubs): not a name for it.
-                Some(Symbolized::Sym(sym)) if !past_end(sym) => {
-                    sym_frames(sym, &modname, FrameKind::User)
-                }
-                _ => {
-                    *unnamed += 1;
-                    vec![unnamed_frame(&modname, *off, FrameKind::User)]
-                }
-            };
-            out[*i] = frames;
-        }
+        expand_module(path, &items, symbolizer, grouper, unnamed, &mut out);
     }
 
     if !kernel.is_empty() {
@@ -245,6 +227,46 @@ fn expand_frames(raw: &RawProfile, symbolizer: &Symbolizer, unnamed: &mut u64) -
         }
     }
     out
+}
+
+/// Symbolize the file offsets `items` (raw frame index, offset) of the module at `path`
+/// into `out`: named frames, PLT stubs, or (through `grouper`) the containing function.
+fn expand_module(
+    path: &str,
+    items: &[(usize, u64)],
+    symbolizer: &Symbolizer,
+    grouper: &mut stripped::Grouper,
+    unnamed: &mut u64,
+    out: &mut [Vec<Frame>],
+) {
+    let modname = basename(path);
+    let offsets: Vec<u64> = items.iter().map(|(_, o)| *o).collect();
+    let (results, plt) = if path.starts_with('/') {
+        (
+            symbolize_module(symbolizer, Path::new(path), &offsets),
+            plt_ranges(Path::new(path)),
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    for (k, (i, off)) in items.iter().enumerate() {
+        if plt.iter().any(|(a, b)| (*a..*b).contains(off)) {
+            out[*i] = vec![plt_frame(&modname)];
+            continue;
+        }
+        out[*i] = match results.get(k) {
+            // A symbol whose known size ends before the address is only the nearest
+            // one below it (e.g. `_init` for PLT stubs): not a name for it.
+            Some(Symbolized::Sym(sym)) if !past_end(sym) => {
+                sym_frames(sym, &modname, FrameKind::User)
+            }
+            _ => {
+                let (frame, still_unnamed) = grouper.frame(path, &modname, *off);
+                *unnamed += u64::from(still_unnamed);
+                vec![frame]
+            }
+        };
+    }
 }
 
 /// Symbolize file offsets of one binary: through its build-ID debug file when it has
