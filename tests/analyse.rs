@@ -691,3 +691,38 @@ fn fixture_snapshots() {
         insta::assert_snapshot!(format!("{name}__folded"), folded(&p, false));
     }
 }
+
+#[test]
+fn profmaps_own_fork_hook_is_left_out_of_the_target() {
+    // 60 ms computing, 40 ms blocked in fork on perf's inheritance mutex.
+    let p = Builder::new()
+        .process(1, None, "forky")
+        .add(1, 1, &format!("{C_START};main;compute@f.c:3"), on(), 60, MS)
+        .add(
+            1,
+            1,
+            &format!(
+                "{C_START};main;spawn@f.c:9;fork;k:entry_SYSCALL_64;k:kernel_clone;\
+                 k:copy_process;k:perf_event_init_task;k:mutex_lock;k:__mutex_lock;k:schedule"
+            ),
+            off(WaitState::Uninterruptible),
+            4,
+            10 * MS,
+        )
+        .build();
+    let a = analyse(&p);
+    assert_eq!(a.classification, Classification::Cpu);
+    assert!(close(a.total_wall_ms, 60.0), "{}", a.total_wall_ms);
+    assert!(
+        a.top_bottlenecks
+            .iter()
+            .all(|b| b.class != Classification::Lock)
+    );
+    assert!(
+        a.warnings
+            .iter()
+            .any(|w| w.contains("40 ms") && w.contains("perf_event_init_task")),
+        "{:?}",
+        a.warnings
+    );
+}

@@ -270,8 +270,56 @@ fn argmax(per_class: &[u64; Classification::ALL.len()]) -> Option<Classification
     best.map(|(i, _)| Classification::ALL[i])
 }
 
+/// Kernel functions that are profmap's own work inside the target: perf events are
+/// copied to every new task at fork (and torn down at exit), under a mutex that
+/// forking threads contend on.
+const PROFILER_FRAMES: &[&str] = &[
+    "perf_event_init_task",
+    "perf_event_init_context",
+    "inherit_task_group",
+    "perf_event_exit_task",
+];
+
+/// The profile without the samples that are profmap's own activity (see
+/// [`PROFILER_FRAMES`]), and their summed weight; `None` when there are none.
+fn without_profiler_activity(p: &SampledProfile) -> (Option<SampledProfile>, u64) {
+    let mut own_stack = vec![false; p.stacks.len()];
+    for (i, node) in p.stacks.iter().enumerate() {
+        let f = p.frames.get(node.frame as usize);
+        let here = f.is_some_and(|f| {
+            f.kind == crate::profile::FrameKind::Kernel
+                && PROFILER_FRAMES.contains(&f.function.split('.').next().unwrap_or(""))
+        });
+        // Parents come before children in the stack table.
+        let parent = node
+            .parent
+            .and_then(|q| own_stack.get(q as usize).copied())
+            .unwrap_or(false);
+        own_stack[i] = here || parent;
+    }
+    let is_own = |s: &crate::profile::ThreadSample| {
+        s.stack
+            .and_then(|l| own_stack.get(l as usize).copied())
+            .unwrap_or(false)
+    };
+    let own_ns: u64 = p
+        .samples
+        .iter()
+        .filter(|s| is_own(s))
+        .map(|s| s.weight_ns)
+        .sum();
+    if own_ns == 0 {
+        return (None, 0);
+    }
+    let mut q = p.clone();
+    q.samples.retain(|s| !is_own(s));
+    (Some(q), own_ns)
+}
+
 /// Analyse one sampled profile.
 pub fn analyse(p: &SampledProfile) -> Analysis {
+    let (own, profiler_ns) = without_profiler_activity(p);
+    let p = own.as_ref().unwrap_or(p);
     let tree = CallTree::build(p);
     let classes = Classes::new(p, &tree);
     let mut builder = steps::StepBuilder::new(p, &tree, &classes);
@@ -308,6 +356,15 @@ pub fn analyse(p: &SampledProfile) -> Analysis {
         .collect();
 
     let mut warnings = Vec::new();
+    if profiler_ns > 0 {
+        warnings.push(format!(
+            "{} ms of the target's thread time was profmap's own work inside it (the \
+             kernel copying perf events to new threads and processes at fork, \
+             perf_event_init_task) and is left out; a program that forks much pays this \
+             only while profiled",
+            steps::ms(profiler_ns)
+        ));
+    }
     if p.samples.is_empty() {
         warnings.push("the recording holds no samples: nothing to analyse".to_string());
     }
