@@ -437,6 +437,7 @@ fn doctor_reports_every_check_and_a_method() {
         "hardware events",
         "user stack copies",
         "tracepoints",
+        "wake-ups",
         "kernel symbols",
         "ptrace",
         "python",

@@ -43,6 +43,9 @@ pub(crate) enum EventRole {
     OnCpu,
     /// The switch-out stack event; `prev_state` at this raw offset/size when known.
     SwitchOut { prev_state: Option<(usize, usize)> },
+    /// `sched:sched_waking`: the wakee's `pid` field at this raw offset/size; the
+    /// sample's own pid/tid is the waker, its (kernel) callchain the waker's stack.
+    Waking { wakee_pid: (usize, usize) },
 }
 
 #[derive(Debug, Clone)]
@@ -453,6 +456,19 @@ impl Processor {
                     time,
                     stack,
                     prev_state,
+                });
+            }
+            EventRole::Waking { wakee_pid } => {
+                let Some(wakee) = raw_int(s, wakee_pid).and_then(|v| i32::try_from(v).ok()) else {
+                    self.parse_errors += 1;
+                    return;
+                };
+                self.offcpu.waking(offcpu::Waking {
+                    waker_pid: pid,
+                    waker_tid: tid,
+                    wakee_tid: wakee,
+                    time,
+                    stack,
                 });
             }
         }
