@@ -30,12 +30,22 @@
 //! wakee's interval closes, that waking is attached as the interval's waker if it lies
 //! inside the interval (with [`WAKE_SLACK_NS`] before its start: a waker may run
 //! `try_to_wake_up` while the wakee is still inside `schedule`), then forgotten.
-//! Self-wakes are not wakers.
+//! Self-wakes are not wakers. An interval still open at the end has no waker.
+//!
+//! Wake-ups done by an exiting thread are not recorded: the kernel detaches a task's
+//! perf events (`perf_event_exit_task`) before it releases its memory (the futex wake of
+//! a `pthread_join`) and notifies its parent (the wake of a `wait4`). The [`Exit`] stands
+//! for them: a thread's exit is offered as waker to the other threads of its process
+//! that are blocked, a process's (its main thread's) exit to the blocked threads of its
+//! parent process; an interval with no recorded waking takes it when it ends within
+//! [`EXIT_WAKE_MAX_NS`] of the exit.
 
 use std::collections::HashMap;
 
 use crate::profile::{WaitState, Waker};
 
+/// How soon after an exit a blocked thread must run again for the exit to be its waker.
+pub(crate) const EXIT_WAKE_MAX_NS: u64 = 2_000_000;
 /// A switch sample older than this is not the one of a switch-out.
 const PARK_MAX_AGE_NS: u64 = 50_000_000;
 /// How long before an interval's start a waking may be and still have ended it.
@@ -64,6 +74,15 @@ pub(crate) struct SwitchOut {
 /// The thread runs again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SwitchIn {
+    pub tid: i32,
+    pub time: u64,
+}
+
+/// A thread of the tree exited; `ppid` is its process's parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Exit {
+    pub pid: i32,
+    pub ppid: i32,
     pub tid: i32,
     pub time: u64,
 }
@@ -116,6 +135,8 @@ pub(crate) struct OffCpu {
     /// Looks per tid, oldest first.
     observed: HashMap<i32, Vec<Look>>,
     wakings: HashMap<i32, Waking>,
+    /// Exits offered as waker to blocked threads (see the module doc), by wakee tid.
+    exit_wakes: HashMap<i32, Waking>,
     done: Vec<Interval>,
     has_prev_state: bool,
 }
@@ -156,10 +177,25 @@ impl OffCpu {
         }
     }
 
-    /// The thread exited: a switch sample it left is no wait.
-    pub(crate) fn exit(&mut self, tid: i32) {
-        self.parked.remove(&tid);
-        self.wakings.remove(&tid);
+    /// The thread exited: a switch sample it left is no wait; threads that wait for
+    /// it (a join, a `wait4`) may be woken by its exit.
+    pub(crate) fn exit(&mut self, e: Exit) {
+        self.parked.remove(&e.tid);
+        self.wakings.remove(&e.tid);
+        self.exit_wakes.remove(&e.tid);
+        let waiting_pid = if e.tid == e.pid { e.ppid } else { e.pid };
+        for (&tid, iv) in &self.open {
+            if iv.pid == waiting_pid && tid != e.tid && iv.state != WaitState::Preempted {
+                let w = Waking {
+                    waker_pid: e.pid,
+                    waker_tid: e.tid,
+                    wakee_tid: tid,
+                    time: e.time,
+                    stack: None,
+                };
+                self.exit_wakes.insert(tid, w);
+            }
+        }
     }
 
     pub(crate) fn waking(&mut self, w: Waking) {
@@ -189,6 +225,8 @@ impl OffCpu {
         open.sort_by_key(|(tid, iv)| (iv.start, *tid));
         for (tid, iv) in open {
             if alive(tid) && end > iv.start {
+                self.wakings.remove(&tid);
+                self.exit_wakes.remove(&tid);
                 self.close(tid, iv, end);
             }
         }
@@ -212,16 +250,20 @@ impl OffCpu {
                 iv.state = l.state;
             }
         }
-        let waker = self
+        let woken = self
             .wakings
             .remove(&tid)
-            .filter(|w| w.time + WAKE_SLACK_NS >= iv.start && w.time <= end)
-            .map(|w| Waker {
-                pid: w.waker_pid,
-                tid: w.waker_tid,
-                time_ns: w.time,
-                stack: w.stack,
-            });
+            .filter(|w| w.time + WAKE_SLACK_NS >= iv.start && w.time <= end);
+        let by_exit = self
+            .exit_wakes
+            .remove(&tid)
+            .filter(|w| w.time >= iv.start && w.time <= end && end - w.time <= EXIT_WAKE_MAX_NS);
+        let waker = woken.or(by_exit).map(|w| Waker {
+            pid: w.waker_pid,
+            tid: w.waker_tid,
+            time_ns: w.time,
+            stack: w.stack,
+        });
         let duration = end.saturating_sub(iv.start);
         if duration == 0 {
             return;
@@ -285,6 +327,15 @@ mod tests {
             wakee_tid,
             time,
             stack: Some(9),
+        }
+    }
+
+    fn exit(pid: i32, tid: i32, time: u64) -> Exit {
+        Exit {
+            pid,
+            ppid: 1,
+            tid,
+            time,
         }
     }
 
@@ -352,10 +403,10 @@ mod tests {
         let mut m = OffCpu::default();
         m.switch_sample(sample(1, MS, 7, Some(1)));
         m.switch_out(out(1, MS, false));
-        m.exit(1);
+        m.exit(exit(100, 1, MS));
         // The parked sample went with the exit: a later switch-out has no stack.
         m.switch_sample(sample(2, MS, 7, Some(1)));
-        m.exit(2);
+        m.exit(exit(100, 2, MS));
         m.switch_out(out(2, MS, false));
         let v = m.finish(10 * MS, |tid| tid != 1);
         assert_eq!(v.len(), 1);
@@ -383,7 +434,7 @@ mod tests {
         m.switch_out(out(1, MS, false));
         m.switch_in(inn(5, MS + 10)); // the new thread starts running
         m.switch_out(out(5, 2 * MS, false));
-        m.exit(5);
+        m.exit(exit(100, 5, 2 * MS));
         m.switch_in(inn(1, 3 * MS));
         let v = m.finish(10 * MS, |tid| tid == 1);
         assert_eq!(v.len(), 1);
@@ -469,11 +520,50 @@ mod tests {
         m.waking(waking(1, 1, 2 * MS));
         m.switch_in(inn(1, 3 * MS));
         m.waking(waking(3, 2, 4 * MS));
-        m.exit(2);
+        m.exit(exit(100, 2, MS));
         m.switch_out(out(2, 4 * MS, false));
         m.switch_in(inn(2, 5 * MS));
         let v = m.finish(10 * MS, all_alive);
         assert_eq!(v.len(), 2);
         assert!(v.iter().all(|i| i.waker.is_none()));
+    }
+
+    #[test]
+    fn an_exit_wakes_a_joiner_or_a_waiting_parent_soon_after() {
+        let mut m = OffCpu::default();
+        // tid 1 joins tid 2 (same process 100); tid 3 of process 100 waits on
+        // something else and runs again long after; process 300 (parent 100) ends.
+        m.switch_out(out(1, MS, false));
+        m.switch_out(out(3, MS, false));
+        m.exit(exit(100, 2, 5 * MS));
+        m.switch_in(inn(1, 5 * MS + 30_000));
+        m.switch_in(inn(3, 5 * MS + EXIT_WAKE_MAX_NS + 1));
+        m.switch_out(out(1, 6 * MS, false));
+        m.exit(Exit {
+            pid: 300,
+            ppid: 100,
+            tid: 300,
+            time: 7 * MS,
+        });
+        m.switch_in(inn(1, 7 * MS + 10_000));
+        let v = m.finish(10 * MS, all_alive);
+        let w = v[0].waker.expect("the join's waker");
+        assert_eq!((v[0].tid, w.pid, w.tid, w.stack), (1, 100, 2, None));
+        assert_eq!((v[1].tid, v[1].waker), (3, None));
+        assert_eq!(v[2].waker.map(|w| (w.pid, w.tid)), Some((300, 300)));
+    }
+
+    #[test]
+    fn a_recorded_waking_beats_an_exit_and_open_intervals_have_no_waker() {
+        let mut m = OffCpu::default();
+        m.switch_out(out(1, MS, false));
+        m.exit(exit(100, 2, 2 * MS));
+        m.waking(waking(4, 1, 2 * MS + 10));
+        m.switch_in(inn(1, 2 * MS + 20));
+        m.switch_out(out(1, 3 * MS, false));
+        m.waking(waking(4, 1, 4 * MS));
+        let v = m.finish(4 * MS + 10, all_alive);
+        assert_eq!(v[0].waker.map(|w| w.tid), Some(4));
+        assert_eq!(v[1].waker, None);
     }
 }

@@ -256,7 +256,15 @@ impl Processor {
                 {
                     p.exit_ns = Some(e.timestamp).filter(|&t| t != 0).or(common.timestamp);
                 }
-                self.offcpu.exit(e.tid);
+                self.offcpu.exit(offcpu::Exit {
+                    pid: e.pid,
+                    ppid: e.ppid,
+                    tid: e.tid,
+                    time: Some(e.timestamp)
+                        .filter(|&t| t != 0)
+                        .or(common.timestamp)
+                        .unwrap_or(0),
+                });
             }
             EventRecord::Lost(l) => self.lost += l.count,
             EventRecord::ContextSwitch(cs) => self.on_switch(cs, &common),
