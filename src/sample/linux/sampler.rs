@@ -196,16 +196,56 @@ fn waking_attr(id: u64) -> b::perf_event_attr {
     attr
 }
 
-/// Open the waking event on `cpu`, writing into `main_ring` (or, if the kernel refuses
-/// that, a ring of its own); the error says why it could not be had.
-fn open_waking(
-    src: &WakingSource,
+/// Where a side event is opened: the target, the CPU, and the ring it writes into.
+struct Target<'a> {
     pid: i32,
     cpu: i32,
-    main_ring: &Ring,
+    main_ring: &'a Ring,
     ring_bytes: usize,
+}
+
+/// Open the first switch-out source of `candidates` that the kernel accepts on this
+/// CPU, into the main ring (or, if the kernel refuses that, a ring of its own).
+fn open_switch(
+    candidates: Vec<SwitchSource>,
+    stack_bytes: u32,
+    at: &Target<'_>,
     opened: &mut Opened,
-) -> Result<(), String> {
+) -> Option<SwitchSource> {
+    for src in candidates {
+        let mut a = switch_attr(&src, stack_bytes);
+        let Ok(fd) = sys::open(&mut a, at.pid, at.cpu, -1) else {
+            continue;
+        };
+        let Some(info) = sys::parse_info(&a) else {
+            continue;
+        };
+        let role = match &src {
+            SwitchSource::Tracepoint { prev_state, .. } => EventRole::SwitchOut {
+                prev_state: *prev_state,
+            },
+            SwitchSource::SoftwareEvent => EventRole::SwitchOut { prev_state: None },
+        };
+        if let Some(id) = sys::event_id(&fd) {
+            opened.roles.insert(id, (role, info));
+        }
+        if sys::set_output(&fd, at.main_ring.fd()).is_ok() {
+            opened.extra_fds.push(fd);
+        } else {
+            match map_ring(fd, at.ring_bytes) {
+                Ok(r) => opened.rings.push(r),
+                Err(_) => continue,
+            }
+        }
+        return Some(src);
+    }
+    None
+}
+
+/// Open the waking event on this CPU, writing into the main ring (or, if the kernel
+/// refuses that, a ring of its own); the error says why it could not be had.
+fn open_waking(src: &WakingSource, at: &Target<'_>, opened: &mut Opened) -> Result<(), String> {
+    let (pid, cpu, main_ring, ring_bytes) = (at.pid, at.cpu, at.main_ring, at.ring_bytes);
     let mut a = waking_attr(src.id);
     let fd = sys::open(&mut a, pid, cpu, -1)
         .map_err(|e| format!("perf_event_open on cpu {cpu}: {e}"))?;
@@ -422,33 +462,14 @@ impl PerfSampler {
                 Some(s) => vec![s.clone()],
                 None => sources.clone(),
             };
-            for src in candidates {
-                let mut a = switch_attr(&src, stack_bytes);
-                let Ok(fd) = sys::open(&mut a, pid, cpu, -1) else {
-                    continue;
-                };
-                let Some(info) = sys::parse_info(&a) else {
-                    continue;
-                };
-                let role = match &src {
-                    SwitchSource::Tracepoint { prev_state, .. } => EventRole::SwitchOut {
-                        prev_state: *prev_state,
-                    },
-                    SwitchSource::SoftwareEvent => EventRole::SwitchOut { prev_state: None },
-                };
-                if let Some(id) = sys::event_id(&fd) {
-                    opened.roles.insert(id, (role, info));
-                }
-                if sys::set_output(&fd, main_ring.fd()).is_ok() {
-                    opened.extra_fds.push(fd);
-                } else {
-                    match map_ring(fd, ring) {
-                        Ok(r) => opened.rings.push(r),
-                        Err(_) => continue,
-                    }
-                }
+            let at = Target {
+                pid,
+                cpu,
+                main_ring: &main_ring,
+                ring_bytes: ring,
+            };
+            if let Some(src) = open_switch(candidates, stack_bytes, &at, &mut opened) {
                 switch_src = Some(src);
-                break;
             }
             if let Some(w) = &waking
                 && waking_failed.is_none()
@@ -456,7 +477,7 @@ impl PerfSampler {
                 let done = w
                     .as_ref()
                     .map_err(Clone::clone)
-                    .and_then(|w| open_waking(w, pid, cpu, &main_ring, ring, &mut opened));
+                    .and_then(|w| open_waking(w, &at, &mut opened));
                 waking_failed = done.err();
             }
             opened.rings.push(main_ring);
