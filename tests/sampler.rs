@@ -533,6 +533,7 @@ fn doctor_reports_every_check_and_a_method() {
         "hardware events",
         "user stack copies",
         "tracepoints",
+        "wake-ups",
         "kernel symbols",
         "ptrace",
         "python",
@@ -548,4 +549,111 @@ fn doctor_reports_every_check_and_a_method() {
     eprintln!("best method: {}", caps.best_method);
     require_perf();
     assert!(caps.best_method.ends_with("+dwarf"), "{}", caps.best_method);
+}
+
+const PINGPONG: &str = include_str!("fixtures/c/pingpong.c");
+const SLEEPER: &str = include_str!("fixtures/c/sleeper.c");
+const JOIN: &str = include_str!("fixtures/c/join.c");
+
+/// Off-CPU intervals (not preemptions) whose kernel stack holds a frame containing `k`.
+fn waits_in<'a>(prof: &'a SampledProfile, k: &str) -> Vec<&'a profmap::profile::ThreadSample> {
+    prof.samples
+        .iter()
+        .filter(|s| matches!(s.kind, SampleKind::OffCpu { state } if state != WaitState::Preempted))
+        .filter(|s| {
+            s.stack
+                .map(|l| prof.stack_frames(l))
+                .unwrap_or_default()
+                .iter()
+                .any(|f| f.kind == FrameKind::Kernel && f.function.contains(k))
+        })
+        .collect()
+}
+
+#[test]
+fn pipe_ping_pong_waits_are_woken_by_the_other_process() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c(dir.path(), "pingpong", PINGPONG, &["-O2"]);
+    let prof = profile(exe.to_str().expect("utf8 path"), &["1000"]);
+    assert!(prof.wakers_recorded, "{:?}", prof.quality.warnings);
+    assert!(prof.sampler.contains("sched_waking"), "{}", prof.sampler);
+    let waits = waits_in(&prof, "pipe_read");
+    let mut pids: Vec<i32> = waits.iter().map(|s| s.pid).collect();
+    pids.sort_unstable();
+    pids.dedup();
+    assert_eq!(pids.len(), 2, "pipe waits in {pids:?}");
+    for &pid in &pids {
+        let other = pids.iter().copied().find(|&p| p != pid).expect("other");
+        let mine: Vec<_> = waits.iter().filter(|s| s.pid == pid).collect();
+        let by_other = mine
+            .iter()
+            .filter(|s| s.waker.is_some_and(|w| w.pid == other))
+            .count();
+        eprintln!(
+            "pid {pid}: {} pipe waits, {by_other} woken by pid {other}",
+            mine.len()
+        );
+        assert!(mine.len() >= 200, "too few pipe waits: {}", mine.len());
+        assert!(
+            by_other * 100 >= mine.len() * 80,
+            "{by_other}/{}",
+            mine.len()
+        );
+        for s in &mine {
+            if let Some(w) = s.waker {
+                assert!(w.time_ns + 20_000 >= s.time_ns, "waker before the wait");
+                assert!(w.time_ns <= s.time_ns + s.weight_ns, "waker after the wait");
+            }
+        }
+    }
+    // The waker's stack is its kernel stack at the wake-up (the pipe write).
+    let w = waits
+        .iter()
+        .find_map(|s| s.waker.and_then(|w| w.stack))
+        .expect("a waker stack");
+    let frames = prof.stack_frames(w);
+    eprintln!("a waker stack: {:?}", names(&prof, Some(w)));
+    assert!(frames.iter().all(|f| f.kind == FrameKind::Kernel));
+    assert!(frames.iter().any(|f| f.function.contains("pipe_write")));
+}
+
+#[test]
+fn timer_ended_sleeps_have_no_waker() {
+    let _serial = serial();
+    let (_dir, prof) = profile_c("sleeper", SLEEPER);
+    assert!(prof.wakers_recorded, "{:?}", prof.quality.warnings);
+    let sleeps = waits_in(&prof, "nanosleep");
+    let woken = sleeps.iter().filter(|s| s.waker.is_some()).count();
+    eprintln!("{} sleeps, {woken} with a waker", sleeps.len());
+    assert!(sleeps.len() >= 5, "{} sleep intervals", sleeps.len());
+    assert_eq!(woken, 0, "a timer is outside the tree");
+}
+
+#[test]
+fn a_join_is_woken_by_the_joined_thread() {
+    let _serial = serial();
+    let (_dir, prof) = profile_c("join", JOIN);
+    assert!(prof.wakers_recorded, "{:?}", prof.quality.warnings);
+    let join = prof
+        .samples
+        .iter()
+        .filter(|s| s.tid == s.pid && matches!(s.kind, SampleKind::OffCpu { .. }))
+        .max_by_key(|s| s.weight_ns)
+        .expect("main waits");
+    let worker = prof
+        .threads
+        .iter()
+        .find(|t| t.pid == join.pid && t.tid != join.pid)
+        .expect("the worker thread");
+    eprintln!(
+        "main's longest wait: {} ms, {:?}, waker {:?}; worker tid {}",
+        join.weight_ns / 1_000_000,
+        names(&prof, join.stack),
+        join.waker,
+        worker.tid
+    );
+    assert!(join.weight_ns > 50_000_000, "{} ns", join.weight_ns);
+    let w = join.waker.expect("the join has a waker");
+    assert_eq!((w.pid, w.tid), (join.pid, worker.tid));
 }

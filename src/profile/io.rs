@@ -58,3 +58,80 @@ pub fn read_recording(path: &Path) -> Result<Recording, Error> {
     }
     serde_json::from_value(value).map_err(|e| bad(format!("malformed recording ({e})")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{
+        Frame, FrameKind, SampleKind, SampledProfile, SessionMeta, StackNode, ThreadSample,
+        WaitState, Waker,
+    };
+
+    fn recording(sampled: SampledProfile) -> Recording {
+        Recording {
+            format: FORMAT_NAME.to_string(),
+            version: FORMAT_VERSION,
+            meta: SessionMeta {
+                run_id: "r".into(),
+                command: vec!["x".into()],
+                started_unix_s: 1.0,
+                tool_version: "0".into(),
+                hostname: None,
+                kernel: None,
+                cpus: Some(2),
+            },
+            baseline: None,
+            profiled_run: None,
+            sampled: Some(sampled),
+            warnings: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_waker_survives_write_and_read() {
+        let frame = Frame {
+            function: "pipe_write".into(),
+            module: None,
+            file: None,
+            line: None,
+            kind: FrameKind::Kernel,
+            inlined: false,
+        };
+        let sample = |waker| ThreadSample {
+            pid: 1,
+            tid: 2,
+            time_ns: 10,
+            stack: None,
+            weight_ns: 5,
+            kind: SampleKind::OffCpu {
+                state: WaitState::Sleeping,
+            },
+            waker,
+        };
+        let waker = Waker {
+            pid: 3,
+            tid: 4,
+            time_ns: 12,
+            stack: Some(0),
+        };
+        let sampled = SampledProfile {
+            frames: vec![frame],
+            stacks: vec![StackNode {
+                parent: None,
+                frame: 0,
+            }],
+            samples: vec![sample(Some(waker)), sample(None)],
+            wakers_recorded: true,
+            ..SampledProfile::default()
+        };
+        let rec = recording(sampled);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("profile.json.gz");
+        write_recording(&rec, &path).expect("write");
+        let back = read_recording(&path).expect("read");
+        assert_eq!(back, rec);
+        let s = back.sampled.expect("sampled");
+        assert!(s.wakers_recorded);
+        assert_eq!(s.samples[0].waker, Some(waker));
+    }
+}

@@ -163,6 +163,7 @@ pub fn probe_capabilities() -> Capabilities {
         }
     };
     checks.push(tp_check);
+    checks.push(waking_check(kernel_ok));
 
     // kallsyms.
     let kptr = sys::read_int("/proc/sys/kernel/kptr_restrict");
@@ -256,6 +257,57 @@ pub fn probe_capabilities() -> Capabilities {
     Capabilities {
         checks,
         best_method,
+    }
+}
+
+/// Whether `sched:sched_waking` opens with a kernel callchain, as the sampler opens it
+/// to follow an off-CPU wait to the thread that ended it.
+fn waking_check(kernel_ok: bool) -> Check {
+    let fix = Some("run as root, or sudo sysctl kernel.perf_event_paranoid=1");
+    let Some(tp) = tracefs::tracepoint("sched", "sched_waking") else {
+        return check(
+            "wake-ups",
+            false,
+            "sched:sched_waking not found (tracefs missing or unreadable): off-CPU waits \
+             cannot be followed to their waker"
+                .into(),
+            fix,
+        );
+    };
+    let mut a = sys::new_attr(b::PERF_TYPE_TRACEPOINT, tp.id);
+    a.set_disabled(1);
+    a.sample_type = sys::SAMPLE_RAW | sys::SAMPLE_CALLCHAIN;
+    a.set_exclude_callchain_user(1);
+    a.__bindgen_anon_1.sample_period = 1;
+    let has_pid = tp.field("pid").is_some();
+    match try_open(a, false) {
+        Ok(()) if kernel_ok && has_pid => check(
+            "wake-ups",
+            true,
+            "sched:sched_waking opens: off-CPU waits are followed to their waker".into(),
+            None,
+        ),
+        Ok(()) => check(
+            "wake-ups",
+            false,
+            if has_pid {
+                "sched:sched_waking opens, but the sampler records wake-ups only with kernel \
+                 sampling"
+                    .into()
+            } else {
+                "sched:sched_waking has no pid field in its format: wakers not recorded".into()
+            },
+            fix,
+        ),
+        Err(e) => check(
+            "wake-ups",
+            false,
+            format!(
+                "sched:sched_waking refused ({e}): off-CPU waits cannot be followed to their \
+                 waker"
+            ),
+            fix,
+        ),
     }
 }
 

@@ -4,7 +4,8 @@
 //! - `sys`: attributes, opening events, ring buffers.
 //! - `tracefs`: tracepoint ids and formats (mounting tracefs when root and missing).
 //! - `sampler`: `PerfSampler` (events per CPU, drain thread, time sort).
-//! - `process`: the record state machine — maps, unwinding, off-CPU synthesis.
+//! - `process`: the record state machine — maps, unwinding; forwards to `offcpu`.
+//! - `offcpu`: off-CPU intervals from switch, exit and wake-up events, with their waker.
 //! - `unwind`: DWARF CFI unwinding with framehop.
 //! - `blocked`: where blocked threads wait, from /proc (user-space-only sampling).
 //! - `watcher`: `TaskWatcher`, counting processes without samples.
@@ -12,6 +13,7 @@
 
 mod blocked;
 mod doctor;
+mod offcpu;
 mod process;
 mod sampler;
 mod sys;

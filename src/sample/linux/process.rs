@@ -1,5 +1,6 @@
 //! Turning the time-sorted record stream into a [`RawProfile`]: process and thread
-//! bookkeeping, memory maps, unwinding, and off-CPU interval synthesis.
+//! bookkeeping, memory maps, unwinding, and forwarding switch records to the off-CPU
+//! state machine (`offcpu`).
 //!
 //! # Process state
 //!
@@ -12,38 +13,25 @@
 //! against the maps valid at the sample's time, so later unmaps or exits cannot change
 //! what a frame means.
 //!
-//! # Off-CPU synthesis
+//! # Off-CPU intervals
 //!
-//! Three record kinds meet per thread id:
-//! 1. a *switch sample* (the `sched:sched_switch` tracepoint, or the `context-switches`
-//!    software event with period 1) taken in the kernel as the thread leaves the CPU,
-//!    with the kernel callchain (`schedule` ← `do_nanosleep` ← … ← syscall entry) and
-//!    the user registers and stack at syscall entry; the tracepoint's raw data gives
-//!    `prev_state` (S, D, or runnable);
-//! 2. a `PERF_RECORD_SWITCH` *out* record just after it, with the preempt flag;
-//! 3. a `PERF_RECORD_SWITCH` *in* record when the thread runs again (maybe on another CPU,
-//!    hence the global time sort).
-//!
-//! The switch sample is parked per tid; the *out* record picks it up (with its time as
-//! the interval start) and the *in* record closes the interval, emitting one off-CPU
-//! sample whose weight is the interval's duration and whose stack is the switch-out
-//! stack. The state is Preempted when the kernel says the task was still runnable,
-//! else S or D from `prev_state` (Sleeping when only the software event is available,
-//! which cannot tell S from D). An interval still open at the end belongs to a thread
-//! that exited (dropped: a dead task's last switch is not a wait) or one still blocked
-//! (closed at the end time).
+//! Switch samples, `PERF_RECORD_SWITCH` records, exits, `sched_waking` samples and
+//! /proc looks are decoded here and forwarded to [`OffCpu`], which turns them into
+//! off-CPU intervals (see `offcpu` for how); they become off-CPU samples in `finish`.
 
 use std::collections::HashMap;
 
 use framehop::x86_64::CacheX86_64;
 use linux_perf_event_reader::{
-    CommonData, EventRecord, RawData, RawEventRecord, RecordParseInfo, RecordType, TaskWasPreempted,
+    CommonData, ContextSwitchRecord, EventRecord, RawData, RawEventRecord, RecordParseInfo,
+    RecordType, TaskWasPreempted,
 };
 use perf_event_open_sys::bindings as b;
 
+use super::offcpu::{self, OffCpu};
 use super::sys::{OwnedRecord, REG_BP, REG_IP, REG_SP};
 use super::unwind::{self, ElfCache, ProcUnwinder};
-use crate::profile::{SampleKind, WaitState};
+use crate::profile::SampleKind;
 use crate::sample::{
     RawFrame, RawMapping, RawModule, RawProcess, RawProfile, RawSample, RawStackNode, RawThread,
 };
@@ -55,6 +43,9 @@ pub(crate) enum EventRole {
     OnCpu,
     /// The switch-out stack event; `prev_state` at this raw offset/size when known.
     SwitchOut { prev_state: Option<(usize, usize)> },
+    /// `sched:sched_waking`: the wakee's `pid` field at this raw offset/size; the
+    /// sample's own pid/tid is the waker, its (kernel) callchain the waker's stack.
+    Waking { wakee_pid: (usize, usize) },
 }
 
 #[derive(Debug, Clone)]
@@ -115,21 +106,6 @@ struct ThreadState {
     exited: bool,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Parked {
-    time: u64,
-    stack: Option<u32>,
-    prev_state: Option<i64>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct OpenInterval {
-    pid: i32,
-    start: u64,
-    stack: Option<u32>,
-    state: WaitState,
-}
-
 /// The state machine fed by the drain thread.
 pub(crate) struct Processor {
     stack_bytes: u32,
@@ -147,11 +123,7 @@ pub(crate) struct Processor {
     stacks: Vec<RawStackNode>,
     stack_ids: HashMap<(Option<u32>, u32), u32>,
     samples: Vec<RawSample>,
-    parked: HashMap<i32, Parked>,
-    open: HashMap<i32, OpenInterval>,
-    /// Blocked-thread observations (see `blocked`) per tid, oldest first: the time,
-    /// the state and the stack built from them.
-    observed: HashMap<i32, Vec<(u64, WaitState, Option<u32>)>>,
+    offcpu: OffCpu,
     /// The stack made of each thread's last full look, for looks that repeat it.
     last_look: HashMap<i32, Option<u32>>,
     kernel_names: Vec<String>,
@@ -160,7 +132,6 @@ pub(crate) struct Processor {
     unwind_failures: u64,
     truncated: u64,
     parse_errors: u64,
-    has_prev_state: bool,
 }
 
 impl std::fmt::Debug for Processor {
@@ -189,9 +160,7 @@ impl Processor {
             stacks: Vec::new(),
             stack_ids: HashMap::new(),
             samples: Vec::new(),
-            parked: HashMap::new(),
-            open: HashMap::new(),
-            observed: HashMap::new(),
+            offcpu: OffCpu::default(),
             last_look: HashMap::new(),
             kernel_names: Vec::new(),
             kernel_name_ids: HashMap::new(),
@@ -199,7 +168,6 @@ impl Processor {
             unwind_failures: 0,
             truncated: 0,
             parse_errors: 0,
-            has_prev_state: false,
         }
     }
 
@@ -288,7 +256,15 @@ impl Processor {
                 {
                     p.exit_ns = Some(e.timestamp).filter(|&t| t != 0).or(common.timestamp);
                 }
-                self.parked.remove(&e.tid);
+                self.offcpu.exit(offcpu::Exit {
+                    pid: e.pid,
+                    ppid: e.ppid,
+                    tid: e.tid,
+                    time: Some(e.timestamp)
+                        .filter(|&t| t != 0)
+                        .or(common.timestamp)
+                        .unwrap_or(0),
+                });
             }
             EventRecord::Lost(l) => self.lost += l.count,
             EventRecord::ContextSwitch(cs) => self.on_switch(cs, &common),
@@ -482,101 +458,47 @@ impl Processor {
                 });
             }
             EventRole::SwitchOut { prev_state } => {
-                let prev_state = prev_state.and_then(|(off, size)| {
-                    let raw = s.raw.as_ref()?.as_slice();
-                    let b = raw.get(off..off + size)?;
-                    Some(match size {
-                        8 => i64::from_le_bytes(b.try_into().ok()?),
-                        4 => i64::from(i32::from_le_bytes(b.try_into().ok()?)),
-                        _ => return None,
-                    })
-                });
-                if prev_state.is_some() {
-                    self.has_prev_state = true;
-                }
-                self.parked.insert(
+                let prev_state = prev_state.and_then(|f| raw_int(s, f));
+                self.offcpu.switch_sample(offcpu::SwitchSample {
                     tid,
-                    Parked {
-                        time,
-                        stack,
-                        prev_state,
-                    },
-                );
+                    time,
+                    stack,
+                    prev_state,
+                });
+            }
+            EventRole::Waking { wakee_pid } => {
+                let Some(wakee) = raw_int(s, wakee_pid).and_then(|v| i32::try_from(v).ok()) else {
+                    self.parse_errors += 1;
+                    return;
+                };
+                self.offcpu.waking(offcpu::Waking {
+                    waker_pid: pid,
+                    waker_tid: tid,
+                    wakee_tid: wakee,
+                    time,
+                    stack,
+                });
             }
         }
     }
 
-    fn on_switch(&mut self, cs: linux_perf_event_reader::ContextSwitchRecord, common: &CommonData) {
+    fn on_switch(&mut self, cs: ContextSwitchRecord, common: &CommonData) {
         let (Some(pid), Some(tid), Some(time)) = (common.pid, common.tid, common.timestamp) else {
             return;
         };
         match cs {
-            linux_perf_event_reader::ContextSwitchRecord::Out { preempted, .. } => {
-                // The parked switch sample belongs to this switch when it is recent.
-                let parked = self
-                    .parked
-                    .remove(&tid)
-                    .filter(|p| time.saturating_sub(p.time) < 50_000_000 && p.time <= time + 1);
-                let state = if preempted == TaskWasPreempted::Yes {
-                    WaitState::Preempted
-                } else {
-                    match parked.and_then(|p| p.prev_state) {
-                        Some(s) if s & 0x100 != 0 => WaitState::Preempted,
-                        Some(0) => WaitState::Preempted,
-                        Some(s) if s & 1 != 0 => WaitState::Sleeping,
-                        Some(s) if s & 2 != 0 => WaitState::Uninterruptible,
-                        Some(_) => WaitState::Other,
-                        None => WaitState::Sleeping,
-                    }
-                };
-                self.open.insert(
+            ContextSwitchRecord::Out { preempted, .. } => {
+                self.offcpu.switch_out(offcpu::SwitchOut {
+                    pid,
                     tid,
-                    OpenInterval {
-                        pid,
-                        start: parked.map_or(time, |p| p.time.min(time)),
-                        stack: parked.and_then(|p| p.stack),
-                        state,
-                    },
-                );
+                    time,
+                    preempted: preempted == TaskWasPreempted::Yes,
+                });
             }
-            linux_perf_event_reader::ContextSwitchRecord::In { .. } => {
-                if let Some(iv) = self.open.remove(&tid) {
-                    self.emit_interval(tid, iv, time);
-                }
+            ContextSwitchRecord::In { .. } => {
+                self.offcpu.switch_in(offcpu::SwitchIn { tid, time });
             }
         }
-    }
-
-    fn emit_interval(&mut self, tid: i32, mut iv: OpenInterval, end: u64) {
-        let weight = end.saturating_sub(iv.start);
-        // Without a switch-out stack, the first look at the blocked thread made inside
-        // the interval stands for it; older looks are done with.
-        if let Some(seen) = self.observed.get_mut(&tid) {
-            let inside = seen
-                .iter()
-                .find(|(t, _, _)| (iv.start..=end).contains(t))
-                .copied();
-            seen.retain(|(t, _, _)| *t > end);
-            if let Some((_, state, stack)) = inside
-                && iv.stack.is_none()
-                && iv.state != WaitState::Preempted
-            {
-                iv.stack = stack;
-                iv.state = state;
-            }
-        }
-        if weight == 0 {
-            return;
-        }
-        self.samples.push(RawSample {
-            pid: iv.pid,
-            tid,
-            time_ns: iv.start,
-            stack: iv.stack,
-            weight_ns: weight,
-            kind: SampleKind::OffCpu { state: iv.state },
-            waker: None,
-        });
     }
 
     /// Threads that have not exited, as (pid, tid) by tid: the ones worth a look at
@@ -598,10 +520,12 @@ impl Processor {
         if o.repeat
             && let Some(&node) = self.last_look.get(&o.tid)
         {
-            self.observed
-                .entry(o.tid)
-                .or_default()
-                .push((o.time, o.state, node));
+            self.offcpu.look(offcpu::Look {
+                tid: o.tid,
+                time: o.time,
+                state: o.state,
+                stack: node,
+            });
             return;
         }
         let mut user = unwind::UserStack::default();
@@ -637,10 +561,12 @@ impl Processor {
             node = Some(self.stack_id(node, fid));
         }
         self.last_look.insert(o.tid, node);
-        self.observed
-            .entry(o.tid)
-            .or_default()
-            .push((o.time, o.state, node));
+        self.offcpu.look(offcpu::Look {
+            tid: o.tid,
+            time: o.time,
+            state: o.state,
+            stack: node,
+        });
     }
 
     /// Close what is still open and produce the profile. Times become relative to t0.
@@ -651,13 +577,13 @@ impl Processor {
         sampler: String,
         freq: u32,
     ) -> RawProfile {
-        let open: Vec<(i32, OpenInterval)> = self.open.drain().collect();
-        for (tid, iv) in open {
-            let exited = self.threads.get(&tid).is_none_or(|t| t.exited);
-            if !exited && end_ns > iv.start {
-                self.emit_interval(tid, iv, end_ns);
-            }
-        }
+        let offcpu = std::mem::take(&mut self.offcpu);
+        let has_prev_state = offcpu.has_prev_state();
+        let looked = offcpu.looked();
+        let threads = &self.threads;
+        let intervals = offcpu.finish(end_ns, |tid| threads.get(&tid).is_some_and(|t| !t.exited));
+        self.samples
+            .extend(intervals.into_iter().map(|iv| off_cpu_sample(iv, t0_ns)));
         let mut samples = std::mem::take(&mut self.samples);
         samples.sort_by_key(|s| s.time_ns);
         for s in &mut samples {
@@ -670,12 +596,12 @@ impl Processor {
                 self.parse_errors
             ));
         }
-        if !self.has_prev_state
+        if !has_prev_state
             && samples
                 .iter()
                 .any(|s| matches!(s.kind, SampleKind::OffCpu { .. }))
         {
-            let seen = if self.observed.is_empty() && self.kernel_names.is_empty() {
+            let seen = if !looked && self.kernel_names.is_empty() {
                 ""
             } else {
                 " (except in waits a look at /proc caught)"
@@ -732,6 +658,34 @@ impl Processor {
             warnings,
         }
     }
+}
+
+/// An off-CPU interval as a sample; the waker's time becomes relative to t0 here (the
+/// sample's own time is made relative with the others).
+fn off_cpu_sample(iv: offcpu::Interval, t0_ns: u64) -> RawSample {
+    RawSample {
+        pid: iv.pid,
+        tid: iv.tid,
+        time_ns: iv.start,
+        stack: iv.stack,
+        weight_ns: iv.duration,
+        kind: SampleKind::OffCpu { state: iv.state },
+        waker: iv.waker.map(|w| crate::profile::Waker {
+            time_ns: w.time_ns.saturating_sub(t0_ns),
+            ..w
+        }),
+    }
+}
+
+/// A little-endian signed integer field of a tracepoint sample's raw data.
+fn raw_int(s: &linux_perf_event_reader::SampleRecord, (off, size): (usize, usize)) -> Option<i64> {
+    let raw = s.raw.as_ref()?.as_slice();
+    let b = raw.get(off..off.checked_add(size)?)?;
+    Some(match size {
+        8 => i64::from_le_bytes(b.try_into().ok()?),
+        4 => i64::from(i32::from_le_bytes(b.try_into().ok()?)),
+        _ => return None,
+    })
 }
 
 /// Executable memory that no file stands for (the kernel names anonymous mappings

@@ -15,6 +15,12 @@
 //!   when tracefs or raw tracepoint access is missing the `context-switches` software
 //!   event; `sample_period = 1`, same stack fields. Its records go into the on-CPU
 //!   event's ring (`PERF_EVENT_IOC_SET_OUTPUT`) or, if the kernel refuses, its own ring.
+//! - *wake-ups* (kernel + user scope only): the `sched:sched_waking` tracepoint,
+//!   `sample_period = 1`, TID, TIME, RAW (the wakee's pid) and the kernel callchain only
+//!   (no user registers or stack: they are expensive). With per-task inherited events a
+//!   record is written only when the *waker* (the current task) is in the profiled tree:
+//!   a wait ended from outside the tree (a timer, an idle CPU, another process) has no
+//!   waker, by design. Same ring as the switch-out event.
 //!
 //! # Draining
 //!
@@ -47,6 +53,10 @@ const POLL_MS: i32 = 10;
 /// At most this many threads are looked at through /proc per drain round (user-space
 /// scope), in turn: about 1 ms of the drain thread's time per round.
 const LOOKS_PER_ROUND: usize = 64;
+/// Context switches (and as many wake-ups) per second and CPU the rings are sized for.
+const SWITCH_BUDGET: u64 = 2000;
+/// A waking record: header, ids, 36 B of raw data and a kernel callchain of ≤ 64 frames.
+const WAKING_RECORD_BYTES: u64 = 640;
 
 /// A running perf_event sampler attached to a process tree.
 #[derive(Debug)]
@@ -150,6 +160,116 @@ fn switch_attr(src: &SwitchSource, stack_bytes: u32) -> b::perf_event_attr {
     attr
 }
 
+/// The `sched:sched_waking` tracepoint and where its wakee pid lies in the raw data.
+#[derive(Debug, Clone, Copy)]
+struct WakingSource {
+    id: u64,
+    wakee_pid: (usize, usize),
+}
+
+fn waking_source() -> Result<WakingSource, String> {
+    let tp = tracefs::tracepoint("sched", "sched_waking")
+        .ok_or("tracefs or its sched:sched_waking tracepoint is not available")?;
+    let wakee_pid = tp.field("pid").ok_or("its format file has no pid field")?;
+    Ok(WakingSource {
+        id: tp.id,
+        wakee_pid,
+    })
+}
+
+/// Every wake-up issued by a thread of the tree, with the waker's kernel stack only.
+fn waking_attr(id: u64) -> b::perf_event_attr {
+    let mut attr = sys::new_attr(b::PERF_TYPE_TRACEPOINT, id);
+    attr.sample_type = sys::SAMPLE_IDENTIFIER
+        | sys::SAMPLE_TID
+        | sys::SAMPLE_TIME
+        | sys::SAMPLE_RAW
+        | sys::SAMPLE_CALLCHAIN;
+    attr.set_exclude_callchain_user(1);
+    attr.__bindgen_anon_1.sample_period = 1;
+    attr.set_disabled(1);
+    attr.set_inherit(1);
+    attr.set_enable_on_exec(1);
+    attr.set_sample_id_all(1);
+    attr.set_use_clockid(1);
+    attr.clockid = libc::CLOCK_MONOTONIC;
+    attr
+}
+
+/// Where a side event is opened: the target, the CPU, and the ring it writes into.
+struct Target<'a> {
+    pid: i32,
+    cpu: i32,
+    main_ring: &'a Ring,
+    ring_bytes: usize,
+}
+
+/// Open the first switch-out source of `candidates` that the kernel accepts on this
+/// CPU, into the main ring (or, if the kernel refuses that, a ring of its own).
+fn open_switch(
+    candidates: Vec<SwitchSource>,
+    stack_bytes: u32,
+    at: &Target<'_>,
+    opened: &mut Opened,
+) -> Option<SwitchSource> {
+    for src in candidates {
+        let mut a = switch_attr(&src, stack_bytes);
+        let Ok(fd) = sys::open(&mut a, at.pid, at.cpu, -1) else {
+            continue;
+        };
+        let Some(info) = sys::parse_info(&a) else {
+            continue;
+        };
+        let role = match &src {
+            SwitchSource::Tracepoint { prev_state, .. } => EventRole::SwitchOut {
+                prev_state: *prev_state,
+            },
+            SwitchSource::SoftwareEvent => EventRole::SwitchOut { prev_state: None },
+        };
+        if let Some(id) = sys::event_id(&fd) {
+            opened.roles.insert(id, (role, info));
+        }
+        if sys::set_output(&fd, at.main_ring.fd()).is_ok() {
+            opened.extra_fds.push(fd);
+        } else {
+            match map_ring(fd, at.ring_bytes) {
+                Ok(r) => opened.rings.push(r),
+                Err(_) => continue,
+            }
+        }
+        return Some(src);
+    }
+    None
+}
+
+/// Open the waking event on this CPU, writing into the main ring (or, if the kernel
+/// refuses that, a ring of its own); the error says why it could not be had.
+fn open_waking(src: &WakingSource, at: &Target<'_>, opened: &mut Opened) -> Result<(), String> {
+    let (pid, cpu, main_ring, ring_bytes) = (at.pid, at.cpu, at.main_ring, at.ring_bytes);
+    let mut a = waking_attr(src.id);
+    let fd = sys::open(&mut a, pid, cpu, -1)
+        .map_err(|e| format!("perf_event_open on cpu {cpu}: {e}"))?;
+    let info = sys::parse_info(&a).ok_or("no record layout for its attributes")?;
+    let id = sys::event_id(&fd).ok_or("its event id cannot be read")?;
+    opened.roles.insert(
+        id,
+        (
+            EventRole::Waking {
+                wakee_pid: src.wakee_pid,
+            },
+            info,
+        ),
+    );
+    if sys::set_output(&fd, main_ring.fd()).is_ok() {
+        opened.extra_fds.push(fd);
+    } else {
+        let ring = map_ring(fd, (ring_bytes / 4).max(sys::page_size()))
+            .map_err(|e| format!("mmap of its ring on cpu {cpu}: {e}"))?;
+        opened.rings.push(ring);
+    }
+    Ok(())
+}
+
 fn permission_error(err: &std::io::Error) -> Error {
     let paranoid = sys::read_int("/proc/sys/kernel/perf_event_paranoid");
     let why = match paranoid {
@@ -182,11 +302,13 @@ fn is_permission(err: &std::io::Error) -> bool {
     matches!(err.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM))
 }
 
-/// Ring bytes per CPU for `freq` samples/s plus a context-switch budget.
+/// Ring bytes per CPU for `freq` samples/s plus a budget of context switches (stack
+/// copies) and of wake-ups (small records: ids, raw data, kernel callchain).
 fn ring_bytes(freq: u32, stack_bytes: u32, ncpu: usize) -> usize {
     let record = u64::from(stack_bytes) + 1536;
-    let rate = u64::from(freq) + 2000;
-    let want = rate * record / 20; // 50 ms of records
+    let rate = u64::from(freq) + SWITCH_BUDGET;
+    let wakings = SWITCH_BUDGET * WAKING_RECORD_BYTES;
+    let want = (rate * record + wakings) / 20; // 50 ms of records
     let page = sys::page_size() as u64;
     let mut bytes = (want.max(512 * 1024)).next_power_of_two().max(page);
     // Keep the total under 256 MiB.
@@ -217,6 +339,8 @@ fn is_permission_or_nomem(e: &std::io::Error) -> bool {
 }
 
 struct Opened {
+    /// The waking event opened on every CPU.
+    wakers: bool,
     rings: Vec<Ring>,
     extra_fds: Vec<OwnedFd>,
     roles: HashMap<u64, (EventRole, RecordParseInfo)>,
@@ -290,7 +414,13 @@ impl PerfSampler {
             sources.push(SwitchSource::SoftwareEvent);
         }
 
+        let waking = match scope {
+            Scope::Full => Some(waking_source()),
+            Scope::UserOnly => None,
+        };
+        let mut waking_failed = None;
         let mut opened = Opened {
+            wakers: false,
             rings: Vec::new(),
             extra_fds: Vec::new(),
             roles: HashMap::new(),
@@ -332,36 +462,34 @@ impl PerfSampler {
                 Some(s) => vec![s.clone()],
                 None => sources.clone(),
             };
-            for src in candidates {
-                let mut a = switch_attr(&src, stack_bytes);
-                let Ok(fd) = sys::open(&mut a, pid, cpu, -1) else {
-                    continue;
-                };
-                let Some(info) = sys::parse_info(&a) else {
-                    continue;
-                };
-                let role = match &src {
-                    SwitchSource::Tracepoint { prev_state, .. } => EventRole::SwitchOut {
-                        prev_state: *prev_state,
-                    },
-                    SwitchSource::SoftwareEvent => EventRole::SwitchOut { prev_state: None },
-                };
-                if let Some(id) = sys::event_id(&fd) {
-                    opened.roles.insert(id, (role, info));
-                }
-                if sys::set_output(&fd, main_ring.fd()).is_ok() {
-                    opened.extra_fds.push(fd);
-                } else {
-                    match map_ring(fd, ring) {
-                        Ok(r) => opened.rings.push(r),
-                        Err(_) => continue,
-                    }
-                }
+            let at = Target {
+                pid,
+                cpu,
+                main_ring: &main_ring,
+                ring_bytes: ring,
+            };
+            if let Some(src) = open_switch(candidates, stack_bytes, &at, &mut opened) {
                 switch_src = Some(src);
-                break;
+            }
+            if let Some(w) = &waking
+                && waking_failed.is_none()
+            {
+                let done = w
+                    .as_ref()
+                    .map_err(Clone::clone)
+                    .and_then(|w| open_waking(w, &at, &mut opened));
+                waking_failed = done.err();
             }
             opened.rings.push(main_ring);
         }
+        opened.wakers = waking.is_some() && waking_failed.is_none();
+        if let Some(why) = &waking_failed {
+            warnings.push(format!(
+                "off-CPU waits cannot be followed to their waker: sched:sched_waking could not \
+                 be opened ({why})"
+            ));
+        }
+        let waking_name = if opened.wakers { " + sched_waking" } else { "" };
         let switch_name = match &switch_src {
             Some(SwitchSource::Tracepoint { .. }) => "sched_switch",
             Some(SwitchSource::SoftwareEvent) => {
@@ -390,7 +518,7 @@ impl PerfSampler {
             Scope::UserOnly => ", user space only; blocked threads read from /proc",
         };
         let description = format!(
-            "perf_event {ev_name} + {switch_name}, dwarf unwinding ({stack_bytes} B stack copies){scope_note}"
+            "perf_event {ev_name} + {switch_name}{waking_name}, dwarf unwinding ({stack_bytes} B stack copies){scope_note}"
         );
         let nominal = match ev {
             OnCpuEvent::Cycles => Some(1_000_000_000 / u64::from(freq)),
@@ -506,6 +634,7 @@ fn drain_loop(
     process_upto(&mut pending, &mut looks, &mut processor, u64::MAX);
     let mut raw = processor.finish(t0, end, description, freq);
     raw.warnings.splice(0..0, warnings);
+    raw.wakers_recorded = opened.wakers;
     raw
 }
 
