@@ -60,7 +60,7 @@ fn top_steps(map: &Value) -> &Vec<Value> {
 /// The shares of the top-level steps add up to 100 ± 1 (no "other" pool is lost).
 fn assert_shares_add_up(map: &Value) {
     let cp = &pr(map)["performance_map"]["critical_path"];
-    //TMP assert_eq!(cp["model"], "critical_path", "{cp}");
+    assert_eq!(cp["model"], "critical_path", "{cp}");
     let sum: f64 = top_steps(map)
         .iter()
         .map(|s| s["time_share_pct"].as_f64().expect("share"))

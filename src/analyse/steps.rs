@@ -170,10 +170,59 @@ impl<'a> StepBuilder<'a> {
         let mut top: Vec<usize> = self.tree.root().children.clone();
         // One process: its threads (when several) or its entry functions are the top
         // level. (A process node only has thread children when it has several threads.)
+        let mut own = None;
         if let [only] = top[..] {
             top = self.node(only).children.clone();
+            own = Some(only);
         }
-        self.children_of(&top, "", 1)
+        let mut steps = self.children_of(&top, "", 1);
+        // The process's own time (on-CPU bursts no sample caught, samples without a
+        // stack) belongs to no function: shown so the top level still adds up.
+        if let Some(only) = own
+            && pct(self.node(only).self_crit_ns, self.total) >= MIN_SHARE_PCT
+        {
+            let id = child_id("", steps.len() + 1);
+            steps.push(self.own_time(only, id));
+        }
+        steps
+    }
+
+    /// A step for the time of a process or thread node that no function holds.
+    fn own_time(&mut self, node: usize, id: String) -> Step {
+        let tree = self.tree;
+        let n = &tree.nodes[node];
+        let mut waits = n.crit_waits_ns;
+        for &c in &n.children {
+            for (w, x) in waits.iter_mut().zip(tree.nodes[c].crit_waits_ns) {
+                *w = w.saturating_sub(x);
+            }
+        }
+        let below_wall: u64 = n.children.iter().map(|&c| tree.nodes[c].wall_ns).sum();
+        let below_cpu: u64 = n.children.iter().map(|&c| tree.nodes[c].cpu_ns).sum();
+        self.refs.push(StepRef {
+            id: id.clone(),
+            nodes: vec![node],
+        });
+        Step {
+            id,
+            function: format!(
+                "{} (no function: bursts shorter than a sample, or no stack)",
+                n.name
+            ),
+            location: None,
+            module: None,
+            process: Some(tree.groups.label(self.p, n.pid)),
+            wall_time_ms: ms(n.self_crit_ns),
+            cpu_time_ms: ms(n.cpu_ns.saturating_sub(below_cpu)),
+            thread_time_ms: ms(n.wall_ns.saturating_sub(below_wall)),
+            self_time_ms: ms(n.self_crit_ns),
+            time_share_pct: pct(n.self_crit_ns, self.total),
+            step_type: StepType::Unknown,
+            classification: self.classes.dominant(&waits, n.pid),
+            wait_breakdown_ms: breakdown(&waits),
+            truncated: false,
+            children: Vec::new(),
+        }
     }
 
     fn node(&self, i: usize) -> &CallNode {
