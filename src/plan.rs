@@ -63,6 +63,9 @@ pub struct SamplePlan {
     pub frequency_hz: u32,
     /// Bytes of user stack copied per sample for DWARF unwinding.
     pub stack_bytes: u32,
+    /// Record wake-ups (`sched:sched_waking`) so waits can be followed to the thread
+    /// that ended them (the critical path). Off only to measure what they cost.
+    pub wakeups: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -81,6 +81,7 @@ fn plan() -> SamplePlan {
     SamplePlan {
         frequency_hz: 999,
         stack_bytes: 32 * 1024,
+        wakeups: true,
     }
 }
 

@@ -390,7 +390,8 @@ pub fn analyse(p: &SampledProfile) -> Analysis {
 
     match tree.critical {
         calltree::CriticalModel::ThreadTime if !p.samples.is_empty() => warnings.push(
-            "no wake-up records (sched:sched_waking needs root or kernel.perf_event_paranoid \
+            "no wake-up records (--no-wakeups, or sched:sched_waking needs root or \
+             kernel.perf_event_paranoid \
              <= 1): waits are not followed to the thread that ended them, so shares are of \
              summed thread time, less waits for children and threads that were profiled"
                 .to_string(),
@@ -444,5 +445,32 @@ mod tests {
         assert_eq!(argmax(&t), Some(Classification::Cpu));
         t[Classification::Lock as usize] = 6;
         assert_eq!(argmax(&t), Some(Classification::Lock));
+    }
+}
+
+/// Add the profiled run's own counters to the verdict where they are its evidence: a
+/// Memory bottleneck's page faults and the memory they brought in (rusage of the tree).
+pub fn add_run_evidence(a: &mut Analysis, run: &crate::profile::RunMeasurement) {
+    let page = 4096u64;
+    let faulted_mib = (run.minor_faults + run.major_faults) * page / (1 << 20);
+    let peak_kb = run.tree_rss_peak_kb.unwrap_or(0).max(run.max_rss_kb);
+    let evidence = format!(
+        "the profiled run took {} minor and {} major page faults (about {faulted_mib} MiB of \
+         4 KiB pages faulted in) and peaked at {} MiB resident",
+        run.minor_faults,
+        run.major_faults,
+        peak_kb / 1024
+    );
+    for b in &mut a.top_bottlenecks {
+        if b.class == Classification::Memory {
+            b.why_chain.push(evidence.clone());
+        }
+    }
+    if a.classification == Classification::Memory {
+        a.bottleneck_detail = format!(
+            "{} ({} page faults, about {faulted_mib} MiB faulted in)",
+            a.bottleneck_detail.trim_end_matches('.'),
+            run.minor_faults + run.major_faults
+        );
     }
 }

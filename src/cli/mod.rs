@@ -75,6 +75,10 @@ struct SessionArgs {
     /// Bytes of user stack copied per sample for DWARF unwinding (max 65528).
     #[arg(long, default_value_t = 32768, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(1024..=65528))]
     stack_bytes: u32,
+    /// Do not record wake-ups: waits are then not followed to the thread that ended them
+    /// and shares fall back to summed thread time (for measuring what wake-ups cost).
+    #[arg(long)]
+    no_wakeups: bool,
     /// Run id recorded in every output (managed mode).
     #[arg(long, value_name = "ID")]
     run_id: Option<String>,
@@ -199,6 +203,7 @@ fn session(mode: Mode, a: SessionArgs) -> Plan {
         sample: SamplePlan {
             frequency_hz: a.frequency,
             stack_bytes: a.stack_bytes,
+            wakeups: !a.no_wakeups,
         },
         output: output(a.out, a.run_id, a.summary_path),
     })

@@ -326,7 +326,11 @@ pub fn write_outputs(
             ] {
                 artifacts.insert(k.into(), v.into());
             }
-            Some(DeepView::from_analysis(&analyse::analyse(p)))
+            let mut a = analyse::analyse(p);
+            if let Some(run) = &rec.profiled_run {
+                analyse::add_run_evidence(&mut a, run);
+            }
+            Some(DeepView::from_analysis(&a))
         }
         None => None,
     };

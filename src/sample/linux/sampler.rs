@@ -415,8 +415,8 @@ impl PerfSampler {
         }
 
         let waking = match scope {
-            Scope::Full => Some(waking_source()),
-            Scope::UserOnly => None,
+            Scope::Full if plan.wakeups => Some(waking_source()),
+            Scope::Full | Scope::UserOnly => None,
         };
         let mut waking_failed = None;
         let mut opened = Opened {
