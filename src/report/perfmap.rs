@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::baseline::{BaselineSummary, summarize};
+use super::quality::{self, Quality};
 use crate::analyse::Analysis;
 use crate::profile::{Recording, RunMeasurement};
 
@@ -53,6 +54,8 @@ pub struct PerfMap {
     pub bottleneck_detail: String,
     pub top_bottlenecks: Value,
     pub warnings: Vec<String>,
+    /// How far the measurement can be trusted (`measurement_quality`).
+    pub quality: Quality,
 }
 
 /// Shell-like quoting of argv for display.
@@ -140,7 +143,8 @@ pub fn build(
     let mut warnings: Vec<String> = rec.warnings.clone();
     warnings.extend(runs_warning);
 
-    let (classification, detail, top, steps, hotspots) = match deep {
+    let quality = quality::assess(rec, baseline.as_ref());
+    let (mut classification, mut detail, mut top, steps, hotspots) = match deep {
         Some(d) => (
             d.classification.clone(),
             d.bottleneck_detail.clone(),
@@ -156,9 +160,16 @@ pub fn build(
             (c, d, json!([]), json!([]), json!([]))
         }
     };
+    // The one place a verdict is overruled: a profile too thin to support any.
+    if let Some(why) = quality.verdict_withheld() {
+        classification = "Unknown".into();
+        detail = why;
+        top = json!([]);
+    }
     if let Some(d) = deep {
         warnings.extend(d.warnings.iter().cloned());
     }
+    warnings.extend(quality.headline_texts());
 
     let command = shell_join(&rec.meta.command);
     let mut pids: Vec<i32> = runs.iter().map(|r| r.pid).collect();
@@ -169,7 +180,7 @@ pub fn build(
         .as_ref()
         .map(|b| serde_json::to_value(b).unwrap_or(Value::Null))
         .unwrap_or(Value::Null);
-    let quality = measurement_quality(rec, baseline.as_ref());
+    let quality_value = measurement_quality(rec, &quality);
 
     let profile_result = json!({
         "entry_point_info": {
@@ -198,7 +209,7 @@ pub fn build(
         "e2e_test": {"command": command, "source": "user"},
         "instrumented_files": [],
         "wrong_tool_indicators": [],
-        "measurement_quality": quality,
+        "measurement_quality": quality_value,
         "environment": {
             "hostname": rec.meta.hostname,
             "kernel": rec.meta.kernel,
@@ -222,28 +233,19 @@ pub fn build(
         bottleneck_detail: detail,
         top_bottlenecks: top,
         warnings,
+        quality,
     }
 }
 
-fn measurement_quality(rec: &Recording, b: Option<&BaselineSummary>) -> Value {
+/// `measurement_quality`: the sampler's own counts and every quality warning.
+fn measurement_quality(rec: &Recording, q: &Quality) -> Value {
     let Some(s) = &rec.sampled else {
         return json!({
             "sampler": "none (baseline only)",
             "overhead_pct": null,
-            "warnings": ["no deep profile was taken: steps and hotspots are empty"],
+            "warnings": q.texts(),
         });
     };
-    let overhead = match (b, &rec.baseline) {
-        (Some(b), Some(_)) if b.wall_time_ms > 0.0 => {
-            Some((s.wall_ms / b.wall_time_ms - 1.0) * 100.0)
-        }
-        _ => None,
-    };
-    let mut warnings = s.quality.warnings.clone();
-    if overhead.is_none() {
-        warnings
-            .push("overhead_pct unknown: no baseline runs to compare the profiled run with".into());
-    }
     json!({
         "sampler": s.sampler,
         "frequency_hz": s.frequency_hz,
@@ -254,7 +256,7 @@ fn measurement_quality(rec: &Recording, b: Option<&BaselineSummary>) -> Value {
         "truncated_stacks": s.quality.truncated_stacks,
         "unnamed_addresses": s.quality.unnamed_addresses,
         "profiled_run_wall_ms": s.wall_ms,
-        "overhead_pct": overhead,
-        "warnings": warnings,
+        "overhead_pct": q.overhead_pct,
+        "warnings": q.texts(),
     })
 }
