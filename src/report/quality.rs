@@ -15,7 +15,8 @@
 //!   frame that could not be named (`module+0xoffset`), beyond [`MAX_BAD_STACK_PCT`];
 //!   the count reported beside it is of distinct addresses;
 //! - too few samples: fewer than [`MIN_SAMPLES`] on-CPU samples plus off-CPU intervals
-//!   support no verdict: the map's classification is then withheld (Unknown);
+//!   support no verdict: the map's classification is then withheld (Unknown), and the
+//!   share-based stack warnings above are not raised (a share of a handful says nothing);
 //! - a noisy baseline: the slowest counted run more than [`MAX_SPREAD`] times the
 //!   fastest, named with the machine's load during the runs when it was recorded.
 
@@ -93,8 +94,8 @@ impl QualityWarning {
                  what the program spends its time on"
             ),
             W::LostSamples { lost, share_pct } => format!(
-                "{lost} sample records were lost ({share_pct:.1}% of all): the profile misses \
-                 that much of the run"
+                "{} lost ({share_pct:.1}% of all): the profile misses that much of the run",
+                plural(*lost, "sample record")
             ),
             W::TruncatedStacks { count, share_pct } => format!(
                 "{count} stacks ({share_pct:.1}% of samples and intervals) were cut where the \
@@ -108,12 +109,14 @@ impl QualityWarning {
                 addresses,
                 time_share_pct,
             } => format!(
-                "{addresses} distinct addresses could not be named; stacks holding one carry \
-                 {time_share_pct:.1}% of the sampled time"
+                "{} could not be named; stacks holding one carry {time_share_pct:.1}% of \
+                 the sampled time",
+                plural(*addresses, "distinct address")
             ),
             W::TooFewSamples { samples } => format!(
-                "only {samples} samples (on-CPU samples + off-CPU intervals): too few for a \
-                 verdict, so the classification is Unknown"
+                "only {} (on-CPU samples + off-CPU intervals): too few for a verdict, so the \
+                 classification is Unknown",
+                plural(*samples, "sample")
             ),
             W::NoisyBaseline {
                 min_ms,
@@ -175,6 +178,15 @@ impl fmt::Display for QualityWarning {
     }
 }
 
+/// "1 sample", "2 samples", "3 distinct addresses".
+fn plural(n: u64, noun: &str) -> String {
+    match (n, noun.ends_with('s')) {
+        (1, _) => format!("1 {noun}"),
+        (_, true) => format!("{n} {noun}es"),
+        _ => format!("{n} {noun}s"),
+    }
+}
+
 /// "other load on the machine: load average 2.31 …; busiest other processes: …".
 fn describe_load(load: Option<&MachineLoad>) -> String {
     let Some(l) = load else {
@@ -182,11 +194,8 @@ fn describe_load(load: Option<&MachineLoad>) -> String {
     };
     let mut s = format!(
         "other load on the machine is the likely cause — load average {:.2} (1 min), \
-         {:.2} (5 min); other processes used {:.0} ms CPU in the {:.1} s of the runs",
-        l.loadavg_1m,
-        l.loadavg_5m,
-        l.others_cpu_ms,
-        l.window_ms / 1e3
+         {:.2} (5 min); other processes used {:.0} ms of CPU during the {:.0} ms of the runs",
+        l.loadavg_1m, l.loadavg_5m, l.others_cpu_ms, l.window_ms
     );
     if !l.busiest.is_empty() {
         let top: Vec<String> = l
@@ -212,7 +221,8 @@ impl Quality {
     pub fn verdict_withheld(&self) -> Option<String> {
         self.warnings.iter().find_map(|w| match w {
             QualityWarning::TooFewSamples { samples } => Some(format!(
-                "only {samples} samples: too few for a verdict; run longer or raise --frequency"
+                "only {}: too few for a verdict; run longer or raise --frequency",
+                plural(*samples, "sample")
             )),
             _ => None,
         })
@@ -290,6 +300,11 @@ fn sample_warnings(s: &SampledProfile) -> Vec<QualityWarning> {
             share_pct: pct(sq.lost_samples, taken + sq.lost_samples),
         });
     }
+    if taken < MIN_SAMPLES {
+        // Shares of a handful of stacks say nothing; the verdict is withheld anyway.
+        w.push(QualityWarning::TooFewSamples { samples: taken });
+        return w;
+    }
     // Truncated stacks are counted among the unwind failures too: report them apart.
     let truncated = sq.truncated_stacks.min(sq.unwind_failures);
     let other_failures = sq.unwind_failures - truncated;
@@ -311,9 +326,6 @@ fn sample_warnings(s: &SampledProfile) -> Vec<QualityWarning> {
             addresses: sq.unnamed_addresses,
             time_share_pct: unnamed_pct,
         });
-    }
-    if taken < MIN_SAMPLES {
-        w.push(QualityWarning::TooFewSamples { samples: taken });
     }
     w
 }
