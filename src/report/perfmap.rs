@@ -132,6 +132,37 @@ fn baseline_classification(b: &BaselineSummary) -> (String, String) {
     }
 }
 
+/// The session's classification, detail, top bottlenecks, steps and hotspots: the deep
+/// profile's when there is one, the baseline's otherwise — and no verdict at all (the one
+/// place a verdict is overruled) when the profile is too thin to support one.
+fn verdict(
+    deep: Option<&DeepView>,
+    baseline: Option<&BaselineSummary>,
+    quality: &Quality,
+) -> (String, String, Value, Value, Value) {
+    let (mut classification, mut detail, mut top, steps, hotspots) = match deep {
+        Some(d) => (
+            d.classification.clone(),
+            d.bottleneck_detail.clone(),
+            d.top_bottlenecks.clone(),
+            d.steps.clone(),
+            d.hotspots.clone(),
+        ),
+        None => {
+            let (c, d) = baseline
+                .map(baseline_classification)
+                .unwrap_or(("Unknown".into(), "nothing was measured".into()));
+            (c, d, json!([]), json!([]), json!([]))
+        }
+    };
+    if let Some(why) = quality.verdict_withheld() {
+        classification = "Unknown".into();
+        detail = why;
+        top = json!([]);
+    }
+    (classification, detail, top, steps, hotspots)
+}
+
 /// Build the map. `artifacts` maps artifact names to paths relative to the output folder.
 pub fn build(
     rec: &Recording,
@@ -144,28 +175,7 @@ pub fn build(
     warnings.extend(runs_warning);
 
     let quality = quality::assess(rec, baseline.as_ref());
-    let (mut classification, mut detail, mut top, steps, hotspots) = match deep {
-        Some(d) => (
-            d.classification.clone(),
-            d.bottleneck_detail.clone(),
-            d.top_bottlenecks.clone(),
-            d.steps.clone(),
-            d.hotspots.clone(),
-        ),
-        None => {
-            let (c, d) = baseline
-                .as_ref()
-                .map(baseline_classification)
-                .unwrap_or(("Unknown".into(), "nothing was measured".into()));
-            (c, d, json!([]), json!([]), json!([]))
-        }
-    };
-    // The one place a verdict is overruled: a profile too thin to support any.
-    if let Some(why) = quality.verdict_withheld() {
-        classification = "Unknown".into();
-        detail = why;
-        top = json!([]);
-    }
+    let (classification, detail, top, steps, hotspots) = verdict(deep, baseline.as_ref(), &quality);
     if let Some(d) = deep {
         warnings.extend(d.warnings.iter().cloned());
     }
