@@ -62,6 +62,8 @@ pub enum QualityWarning {
     UnnamedAddresses {
         addresses: u64,
         time_share_pct: f64,
+        /// Modules of the unnamed frames, most sampled time first (at most three).
+        modules: Vec<String>,
     },
     TooFewSamples {
         samples: u64,
@@ -108,10 +110,12 @@ impl QualityWarning {
             W::UnnamedAddresses {
                 addresses,
                 time_share_pct,
+                modules,
             } => format!(
                 "{} could not be named; stacks holding one carry {time_share_pct:.1}% of \
-                 the sampled time",
-                plural(*addresses, "distinct address")
+                 the sampled time (in {})",
+                plural(*addresses, "distinct address"),
+                modules.join(", ")
             ),
             W::TooFewSamples { samples } => format!(
                 "only {} (on-CPU samples + off-CPU intervals): too few for a verdict, so the \
@@ -148,8 +152,8 @@ impl QualityWarning {
                  -fno-omit-frame-pointer; raise --stack-bytes (up to 65528) for deep stacks"
             }
             W::UnnamedAddresses { .. } => {
-                "install debug symbols for the modules shown as module+0xoffset (the -dbg or \
-                 -debuginfo package), or profile an unstripped build"
+                "install debug symbols for those modules (the -dbg or -debuginfo package), or \
+                 profile an unstripped build"
             }
             W::TooFewSamples { .. } => "run longer or raise --frequency",
             W::NoisyBaseline { .. } => {
@@ -320,11 +324,12 @@ fn sample_warnings(s: &SampledProfile) -> Vec<QualityWarning> {
             share_pct: pct(other_failures, taken),
         });
     }
-    let unnamed_pct = unnamed_time_pct(s);
+    let (unnamed_pct, modules) = unnamed_time(s);
     if sq.unnamed_addresses > 0 && unnamed_pct > MAX_BAD_STACK_PCT {
         w.push(QualityWarning::UnnamedAddresses {
             addresses: sq.unnamed_addresses,
             time_share_pct: unnamed_pct,
+            modules,
         });
     }
     w
@@ -340,27 +345,37 @@ fn is_unnamed(f: &Frame) -> bool {
         })
 }
 
-/// Share of the sampled time (all sample weights) whose stack holds an unnamed frame, %.
-fn unnamed_time_pct(s: &SampledProfile) -> f64 {
+/// Share of the sampled time (all sample weights) whose stack holds an unnamed frame,
+/// %, and the modules of those frames (the leaf-most unnamed frame of each sample),
+/// most time first, at most three.
+fn unnamed_time(s: &SampledProfile) -> (f64, Vec<String>) {
     let unnamed: Vec<bool> = s.frames.iter().map(is_unnamed).collect();
-    let mut by_leaf: HashMap<u32, bool> = HashMap::new();
+    // Leaf → the leaf-most unnamed frame of its stack, if any.
+    let mut by_leaf: HashMap<u32, Option<u32>> = HashMap::new();
+    let mut by_module: HashMap<&str, u128> = HashMap::new();
     let (mut total, mut bad) = (0u128, 0u128);
     for smp in &s.samples {
         total += u128::from(smp.weight_ns);
         let Some(leaf) = smp.stack else { continue };
-        let has = *by_leaf.entry(leaf).or_insert_with(|| {
+        let found = *by_leaf.entry(leaf).or_insert_with(|| {
             s.stack_frame_ids(leaf)
-                .iter()
-                .any(|&f| unnamed.get(f as usize).copied().unwrap_or(false))
+                .into_iter()
+                .rev()
+                .find(|&f| unnamed.get(f as usize).copied().unwrap_or(false))
         });
-        if has {
+        if let Some(f) = found {
             bad += u128::from(smp.weight_ns);
+            let module = s.frames[f as usize].module.as_deref().unwrap_or("?");
+            *by_module.entry(module).or_default() += u128::from(smp.weight_ns);
         }
     }
+    let mut modules: Vec<(&str, u128)> = by_module.into_iter().collect();
+    modules.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let names = modules.iter().take(3).map(|m| m.0.to_string()).collect();
     if total == 0 {
-        0.0
+        (0.0, names)
     } else {
-        bad as f64 * 100.0 / total as f64
+        (bad as f64 * 100.0 / total as f64, names)
     }
 }
 

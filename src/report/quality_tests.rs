@@ -218,7 +218,11 @@ fn unnamed_addresses_are_weighed_by_sampled_time() {
         w.to_string().contains("7110 distinct addresses could not"),
         "{w}"
     );
-    assert!(w.to_string().contains("25.0% of the sampled time"), "{w}");
+    assert!(
+        w.to_string()
+            .contains("25.0% of the sampled time (in prog)"),
+        "{w}"
+    );
     // Under 1% of the time: silent, however many addresses.
     let q = assess_rec(&recording(
         &[100.0; 3],
