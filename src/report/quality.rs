@@ -34,6 +34,9 @@ pub const MAX_BAD_STACK_PCT: f64 = 1.0;
 pub const MIN_SAMPLES: u64 = 50;
 /// Slowest / fastest counted run beyond which the baseline is called noisy.
 pub const MAX_SPREAD: f64 = 1.2;
+/// CPU used by other processes, in cores over the baseline, from which they are named
+/// as a likely cause of a noisy baseline.
+const OTHER_LOAD_CORES: f64 = 0.1;
 
 /// One measurement-quality problem, with the figures that show it.
 #[derive(Debug, Clone, PartialEq)]
@@ -157,7 +160,7 @@ impl QualityWarning {
             }
             W::TooFewSamples { .. } => "run longer or raise --frequency",
             W::NoisyBaseline { .. } => {
-                "rerun on a quieter machine, or raise --runs and compare medians"
+                "rerun when the machine is quiet, or raise --runs and compare medians"
             }
             W::Sampler(_) => "",
         }
@@ -196,9 +199,16 @@ fn describe_load(load: Option<&MachineLoad>) -> String {
     let Some(l) = load else {
         return "the machine's load during the runs was not recorded".into();
     };
+    // Other processes busy for a tenth of a core or more: load worth naming.
+    let busy = l.window_ms > 0.0 && l.others_cpu_ms / l.window_ms >= OTHER_LOAD_CORES;
+    let lead = if busy {
+        "other load on the machine may explain it"
+    } else {
+        "the machine was otherwise quiet, so the target itself varies"
+    };
     let mut s = format!(
-        "other load on the machine is the likely cause — load average {:.2} (1 min), \
-         {:.2} (5 min); other processes used {:.0} ms of CPU during the {:.0} ms of the runs",
+        "{lead} — load average {:.2} (1 min), {:.2} (5 min); other processes used {:.0} ms \
+         of CPU during the {:.0} ms of the runs",
         l.loadavg_1m, l.loadavg_5m, l.others_cpu_ms, l.window_ms
     );
     if !l.busiest.is_empty() {

@@ -274,12 +274,25 @@ fn a_wide_baseline_spread_names_the_other_load() {
     let text = w.to_string();
     for part in [
         "3600.0 to 13600.0 ms",
-        "load average 2.50",
+        "other load on the machine may explain it — load average 2.50",
         "cc1 (pid 4242, 4000 ms)",
         "--runs",
     ] {
         assert!(text.contains(part), "{part} missing: {text}");
     }
+    // A quiet machine: the target itself is said to vary.
+    let mut rec = recording(&[100.0, 500.0, 500.0], None);
+    if let Some(l) = rec.baseline.as_mut().and_then(|b| b.machine_load.as_mut()) {
+        l.others_cpu_ms = 20.0;
+    }
+    let q = assess_rec(&rec);
+    let text = find(&q, |w| matches!(w, QualityWarning::NoisyBaseline { .. }))
+        .expect("warned")
+        .to_string();
+    assert!(
+        text.contains("otherwise quiet, so the target itself varies"),
+        "{text}"
+    );
     let q = assess_rec(&recording(&[100.0, 119.0, 110.0], None));
     assert!(find(&q, |w| matches!(w, QualityWarning::NoisyBaseline { .. })).is_none());
     assert!(
