@@ -38,9 +38,9 @@ pub fn run(args: Vec<String>) -> i32 {
             code,
         } => {
             if to_stderr {
-                eprint!("{text}");
+                ui::to_stderr(&text);
             } else {
-                print!("{text}");
+                ui::to_stdout(&text);
             }
             return code;
         }
@@ -49,14 +49,14 @@ pub fn run(args: Vec<String>) -> i32 {
         Plan::Session(s) => session::run(s),
         Plan::Report(r) => session::report(r),
         Plan::Doctor => {
-            print!("{}", ui::doctor(&sample::probe_capabilities()));
+            ui::to_stdout(&ui::doctor(&sample::probe_capabilities()));
             Ok(0)
         }
     };
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("profmap: {e}");
+            ui::to_stderr(&format!("profmap: {e}\n"));
             e.exit_code()
         }
     }

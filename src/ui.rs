@@ -1,8 +1,9 @@
 //! The terminal: the compact summary table, the progress bar (on a TTY only), and
-//! profmap's own messages. Honours `-q` and `NO_COLOR`; never writes to stdout in
-//! `--json` mode (stdout then carries the map alone).
+//! profmap's own messages. Honours `-q` and `NO_COLOR`. profmap's own words go to
+//! stderr; stdout carries only the target's output (or, with `--json`, the map alone).
+//! Nothing here panics when a stream is closed or full: a failed write is dropped.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -26,15 +27,30 @@ pub fn progress(total: u32, quiet: bool) -> Option<ProgressBar> {
 /// A profmap message on stderr.
 pub fn say(quiet: bool, msg: &str) {
     if !quiet {
-        eprintln!("profmap: {msg}");
+        to_stderr(&format!("profmap: {msg}\n"));
     }
+}
+
+/// Write to stderr; a closed or broken stream is ignored (never a panic).
+pub fn to_stderr(text: &str) {
+    let mut e = std::io::stderr().lock();
+    let _ = e.write_all(text.as_bytes());
+    let _ = e.flush();
+}
+
+/// Write to stdout; a closed or broken stream is ignored (never a panic).
+pub fn to_stdout(text: &str) {
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(text.as_bytes());
+    let _ = o.flush();
 }
 
 fn use_color() -> bool {
     std::env::var_os("NO_COLOR").is_none() && std::io::stderr().is_terminal()
 }
 
-/// The compact summary printed after a session (to stderr when stdout is reserved).
+/// The compact summary printed (on stderr) after a session: baseline figures, the
+/// verdict, the measurement-quality warnings and the report's path.
 pub fn summary_table(map: &PerfMap, report_path: &str) -> String {
     let mut t = Table::new();
     t.load_style(UTF8_FULL_CONDENSED);
@@ -102,6 +118,9 @@ pub fn summary_table(map: &PerfMap, report_path: &str) -> String {
                 b["description"].as_str().unwrap_or("")
             ));
         }
+    }
+    for w in map.quality.headline_texts() {
+        out.push_str(&format!("warning: {w}\n"));
     }
     out.push_str(&format!("report: {report_path}\n"));
     out

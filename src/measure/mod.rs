@@ -1,8 +1,10 @@
 //! Baseline runs: W discarded warm-ups, then N counted runs of the whole process tree,
 //! each measured with wait4/rusage, zombie /proc/PID/io and a /proc poller (see
 //! `run.rs` for how every process is accounted for). Stops at the first failing run
-//! unless failures are allowed, and at Ctrl-C, keeping what was measured.
+//! unless failures are allowed, and at Ctrl-C, keeping what was measured. Around the
+//! runs, `load` notes what else kept the machine busy.
 
+pub mod load;
 pub mod poll;
 pub mod procfs;
 pub mod run;
@@ -39,12 +41,28 @@ pub fn run_baseline(
     make_hooks: &mut dyn FnMut() -> Box<dyn RunHooks>,
     progress: &mut dyn FnMut(u32, u32),
 ) -> Result<(Baseline, Outcome), Error> {
-    let total = plan.warmup + plan.runs;
+    let probe = load::LoadProbe::start();
+    let (mut baseline, outcome) = run_all(spec, plan, opts, log, make_hooks, progress)?;
+    baseline.machine_load = probe.finish();
+    Ok((baseline, outcome))
+}
+
+/// The warm-ups and counted runs of [`run_baseline`].
+fn run_all(
+    spec: &TargetSpec,
+    plan: &MeasurePlan,
+    opts: &RunOptions,
+    log: &LogSink,
+    make_hooks: &mut dyn FnMut() -> Box<dyn RunHooks>,
+    progress: &mut dyn FnMut(u32, u32),
+) -> Result<(Baseline, Outcome), Error> {
     let mut baseline = Baseline {
         warmup_runs: plan.warmup,
         requested_runs: plan.runs,
         runs: Vec::new(),
+        machine_load: None,
     };
+    let total = plan.warmup + plan.runs;
     for i in 0..total {
         let warmup = i < plan.warmup;
         let label = if warmup {

@@ -8,6 +8,37 @@ pub struct Baseline {
     pub warmup_runs: u32,
     pub requested_runs: u32,
     pub runs: Vec<RunMeasurement>,
+    /// What else loaded the machine while the baseline ran (absent in older recordings,
+    /// and when /proc could not be read).
+    #[serde(default)]
+    pub machine_load: Option<MachineLoad>,
+}
+
+/// The machine's load during the baseline: its load average and the other processes
+/// that used the most CPU between the first run's start and the last run's end.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct MachineLoad {
+    /// 1-minute load average at the end of the baseline (`/proc/loadavg`).
+    pub loadavg_1m: f64,
+    /// 5-minute load average at the end of the baseline.
+    pub loadavg_5m: f64,
+    /// Wall time between the two looks at /proc, ms.
+    pub window_ms: f64,
+    /// CPU time used by all processes other than profmap and the target during the
+    /// window, ms (processes that exited within the window are not seen).
+    pub others_cpu_ms: f64,
+    /// The busiest of those processes, busiest first (at most five).
+    pub busiest: Vec<BusyProcess>,
+}
+
+/// Another process and the CPU it used during the baseline.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BusyProcess {
+    pub pid: i32,
+    /// Short name (comm).
+    pub name: String,
+    /// User + system CPU time used during the window, ms.
+    pub cpu_ms: f64,
 }
 
 impl Baseline {

@@ -19,7 +19,7 @@ mod baseline;
 mod io;
 mod sampled;
 
-pub use baseline::{Baseline, ExitStatus, RunMeasurement, TimelinePoint};
+pub use baseline::{Baseline, BusyProcess, ExitStatus, MachineLoad, RunMeasurement, TimelinePoint};
 pub use io::{read_recording, write_recording};
 pub use sampled::{
     Frame, FrameKind, ProcessInfo, SampleKind, SampleQuality, SampledProfile, StackNode,

@@ -6,6 +6,7 @@
 pub mod baseline;
 pub mod markdown;
 pub mod perfmap;
+pub mod quality;
 pub mod summary;
 
 pub use perfmap::{DeepView, PerfMap, build, shell_join};

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::baseline::{BaselineSummary, summarize};
+use super::quality::{self, Quality};
 use crate::analyse::Analysis;
 use crate::profile::{Recording, RunMeasurement};
 
@@ -57,6 +58,8 @@ pub struct PerfMap {
     pub bottleneck_detail: String,
     pub top_bottlenecks: Value,
     pub warnings: Vec<String>,
+    /// How far the measurement can be trusted (`measurement_quality`).
+    pub quality: Quality,
 }
 
 /// Shell-like quoting of argv for display.
@@ -133,6 +136,37 @@ fn baseline_classification(b: &BaselineSummary) -> (String, String) {
     }
 }
 
+/// The session's classification, detail, top bottlenecks, steps and hotspots: the deep
+/// profile's when there is one, the baseline's otherwise — and no verdict at all (the one
+/// place a verdict is overruled) when the profile is too thin to support one.
+fn verdict(
+    deep: Option<&DeepView>,
+    baseline: Option<&BaselineSummary>,
+    quality: &Quality,
+) -> (String, String, Value, Value, Value) {
+    let (mut classification, mut detail, mut top, steps, hotspots) = match deep {
+        Some(d) => (
+            d.classification.clone(),
+            d.bottleneck_detail.clone(),
+            d.top_bottlenecks.clone(),
+            d.steps.clone(),
+            d.hotspots.clone(),
+        ),
+        None => {
+            let (c, d) = baseline
+                .map(baseline_classification)
+                .unwrap_or(("Unknown".into(), "nothing was measured".into()));
+            (c, d, json!([]), json!([]), json!([]))
+        }
+    };
+    if let Some(why) = quality.verdict_withheld() {
+        classification = "Unknown".into();
+        detail = why;
+        top = json!([]);
+    }
+    (classification, detail, top, steps, hotspots)
+}
+
 /// Build the map. `artifacts` maps artifact names to paths relative to the output folder.
 pub fn build(
     rec: &Recording,
@@ -144,25 +178,12 @@ pub fn build(
     let mut warnings: Vec<String> = rec.warnings.clone();
     warnings.extend(runs_warning);
 
-    let (classification, detail, top, steps, hotspots) = match deep {
-        Some(d) => (
-            d.classification.clone(),
-            d.bottleneck_detail.clone(),
-            d.top_bottlenecks.clone(),
-            d.steps.clone(),
-            d.hotspots.clone(),
-        ),
-        None => {
-            let (c, d) = baseline
-                .as_ref()
-                .map(baseline_classification)
-                .unwrap_or(("Unknown".into(), "nothing was measured".into()));
-            (c, d, json!([]), json!([]), json!([]))
-        }
-    };
+    let quality = quality::assess(rec, baseline.as_ref());
+    let (classification, detail, top, steps, hotspots) = verdict(deep, baseline.as_ref(), &quality);
     if let Some(d) = deep {
         warnings.extend(d.warnings.iter().cloned());
     }
+    warnings.extend(quality.headline_texts());
 
     let command = shell_join(&rec.meta.command);
     let mut pids: Vec<i32> = runs.iter().map(|r| r.pid).collect();
@@ -173,7 +194,7 @@ pub fn build(
         .as_ref()
         .map(|b| serde_json::to_value(b).unwrap_or(Value::Null))
         .unwrap_or(Value::Null);
-    let quality = measurement_quality(rec, baseline.as_ref());
+    let quality_value = measurement_quality(rec, &quality);
 
     let profile_result = json!({
         "entry_point_info": {
@@ -204,7 +225,7 @@ pub fn build(
         "e2e_test": {"command": command, "source": "user"},
         "instrumented_files": [],
         "wrong_tool_indicators": [],
-        "measurement_quality": quality,
+        "measurement_quality": quality_value,
         "environment": {
             "hostname": rec.meta.hostname,
             "kernel": rec.meta.kernel,
@@ -228,28 +249,19 @@ pub fn build(
         bottleneck_detail: detail,
         top_bottlenecks: top,
         warnings,
+        quality,
     }
 }
 
-fn measurement_quality(rec: &Recording, b: Option<&BaselineSummary>) -> Value {
+/// `measurement_quality`: the sampler's own counts and every quality warning.
+fn measurement_quality(rec: &Recording, q: &Quality) -> Value {
     let Some(s) = &rec.sampled else {
         return json!({
             "sampler": "none (baseline only)",
             "overhead_pct": null,
-            "warnings": ["no deep profile was taken: steps and hotspots are empty"],
+            "warnings": q.texts(),
         });
     };
-    let overhead = match (b, &rec.baseline) {
-        (Some(b), Some(_)) if b.wall_time_ms > 0.0 => {
-            Some((s.wall_ms / b.wall_time_ms - 1.0) * 100.0)
-        }
-        _ => None,
-    };
-    let mut warnings = s.quality.warnings.clone();
-    if overhead.is_none() {
-        warnings
-            .push("overhead_pct unknown: no baseline runs to compare the profiled run with".into());
-    }
     json!({
         "sampler": s.sampler,
         "frequency_hz": s.frequency_hz,
@@ -260,7 +272,7 @@ fn measurement_quality(rec: &Recording, b: Option<&BaselineSummary>) -> Value {
         "truncated_stacks": s.quality.truncated_stacks,
         "unnamed_addresses": s.quality.unnamed_addresses,
         "profiled_run_wall_ms": s.wall_ms,
-        "overhead_pct": overhead,
-        "warnings": warnings,
+        "overhead_pct": q.overhead_pct,
+        "warnings": q.texts(),
     })
 }

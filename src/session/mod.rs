@@ -406,20 +406,19 @@ fn pretty(v: &serde_json::Value) -> Result<Vec<u8>, Error> {
     serde_json::to_vec_pretty(v).map_err(|e| Error::Tool(e.to_string()))
 }
 
-/// Print the summary table and any failure message (stderr when stdout is reserved).
+/// Print any failure message and the summary table, on stderr: stdout carries only the
+/// target's output (or, with `--json`, the map).
 pub fn finish_terminal(oplan: &OutputPlan, w: &Written, message: Option<&str>) {
     if let Some(m) = message {
-        eprintln!("profmap: {m}");
+        ui::to_stderr(&format!("profmap: {m}\n"));
     }
     if oplan.quiet {
         return;
     }
-    let table = ui::summary_table(&w.map, &w.report_path.display().to_string());
-    if oplan.json_stdout {
-        eprint!("{table}");
-    } else {
-        print!("{table}");
-    }
+    ui::to_stderr(&ui::summary_table(
+        &w.map,
+        &w.report_path.display().to_string(),
+    ));
 }
 
 /// Create the output folder, or reuse it; a file in its place is an error.

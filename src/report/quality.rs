@@ -1,0 +1,407 @@
+//! How far the measurement can be trusted: `measurement_quality` of the map, as a pure
+//! function of the recording and its baseline summary. Each problem is a
+//! [`QualityWarning`] that says what was seen, in figures, and what to do about it.
+//!
+//! The rules and what they compare:
+//! - overhead: the profiled run's wall time against the baseline median; beyond
+//!   [`MAX_OVERHEAD_PCT`] the profile may not show the program as it runs unprofiled;
+//! - lost samples: any records the kernel dropped (ring buffer full), as a share of
+//!   the records kept plus lost;
+//! - truncated stacks and other unwind failures: each as a share of all stacks taken
+//!   (on-CPU samples + off-CPU intervals), beyond [`MAX_BAD_STACK_PCT`]; a truncated
+//!   stack is one whose user-stack copy ran out, the others stopped for want of unwind
+//!   information;
+//! - unnamed addresses: the share of sampled time (sample weights) whose stack holds a
+//!   frame that could not be named (`module+0xoffset`), beyond [`MAX_BAD_STACK_PCT`];
+//!   the count reported beside it is of distinct addresses;
+//! - too few samples: fewer than [`MIN_SAMPLES`] on-CPU samples plus off-CPU intervals
+//!   support no verdict: the map's classification is then withheld (Unknown), and the
+//!   share-based stack warnings above are not raised (a share of a handful says nothing);
+//! - a noisy baseline: the slowest counted run more than [`MAX_SPREAD`] times the
+//!   fastest, named with the machine's load during the runs when it was recorded.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use super::baseline::BaselineSummary;
+use crate::profile::{Frame, MachineLoad, Recording, SampledProfile};
+
+/// Profiled-run overhead against the baseline median beyond which we warn, %.
+pub const MAX_OVERHEAD_PCT: f64 = 10.0;
+/// Share of stacks (or of sampled time, for unnamed addresses) beyond which we warn, %.
+pub const MAX_BAD_STACK_PCT: f64 = 1.0;
+/// On-CPU samples plus off-CPU intervals needed for a verdict.
+pub const MIN_SAMPLES: u64 = 50;
+/// Slowest / fastest counted run beyond which the baseline is called noisy.
+pub const MAX_SPREAD: f64 = 1.2;
+/// CPU used by other processes, in cores over the baseline, from which they are named
+/// as a likely cause of a noisy baseline.
+const OTHER_LOAD_CORES: f64 = 0.1;
+
+/// One measurement-quality problem, with the figures that show it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum QualityWarning {
+    /// `bench`: no profiled run, so no steps or hotspots.
+    NoDeepProfile,
+    /// A deep profile without baseline runs to compare its wall time with.
+    OverheadUnknown,
+    HighOverhead {
+        pct: f64,
+        profiled_ms: f64,
+        baseline_ms: f64,
+    },
+    LostSamples {
+        lost: u64,
+        share_pct: f64,
+    },
+    TruncatedStacks {
+        count: u64,
+        share_pct: f64,
+    },
+    UnwindFailures {
+        count: u64,
+        share_pct: f64,
+    },
+    UnnamedAddresses {
+        addresses: u64,
+        time_share_pct: f64,
+        /// Modules of the unnamed frames, most sampled time first (at most three).
+        modules: Vec<String>,
+    },
+    TooFewSamples {
+        samples: u64,
+    },
+    NoisyBaseline {
+        min_ms: f64,
+        max_ms: f64,
+        load: Option<MachineLoad>,
+    },
+    /// A warning the sampler recorded, kept as it was written (it carries its own fix).
+    Sampler(String),
+}
+
+impl QualityWarning {
+    /// What was seen, with its figures.
+    pub fn what(&self) -> String {
+        use QualityWarning as W;
+        match self {
+            W::NoDeepProfile => "no deep profile was taken: steps and hotspots are empty".into(),
+            W::OverheadUnknown => {
+                "overhead_pct unknown: no baseline runs to compare the profiled run with".into()
+            }
+            W::HighOverhead {
+                pct,
+                profiled_ms,
+                baseline_ms,
+            } => format!(
+                "the profiled run took {pct:.0}% longer than the baseline median \
+                 ({profiled_ms:.1} ms against {baseline_ms:.1} ms): profiling may have changed \
+                 what the program spends its time on"
+            ),
+            W::LostSamples { lost, share_pct } => format!(
+                "{} lost ({share_pct:.1}% of all): the profile misses that much of the run",
+                plural(*lost, "sample record")
+            ),
+            W::TruncatedStacks { count, share_pct } => format!(
+                "{count} stacks ({share_pct:.1}% of samples and intervals) were cut where the \
+                 copy of the user stack ended: their callers are missing"
+            ),
+            W::UnwindFailures { count, share_pct } => format!(
+                "{count} stacks ({share_pct:.1}% of samples and intervals) could not be unwound \
+                 to their root: their callers are missing"
+            ),
+            W::UnnamedAddresses {
+                addresses,
+                time_share_pct,
+                modules,
+            } => format!(
+                "{} could not be named; stacks holding one carry {time_share_pct:.1}% of \
+                 the sampled time (in {})",
+                plural(*addresses, "distinct address"),
+                modules.join(", ")
+            ),
+            W::TooFewSamples { samples } => format!(
+                "only {} (on-CPU samples + off-CPU intervals): too few for a verdict, so the \
+                 classification is Unknown",
+                plural(*samples, "sample")
+            ),
+            W::NoisyBaseline {
+                min_ms,
+                max_ms,
+                load,
+            } => format!(
+                "baseline wall time ranges from {min_ms:.1} to {max_ms:.1} ms (the slowest run \
+                 {:.2}× the fastest): {}",
+                max_ms / min_ms,
+                describe_load(load.as_ref())
+            ),
+            W::Sampler(s) => s.clone(),
+        }
+    }
+
+    /// What to do about it (empty for a recorded sampler warning, which has its own).
+    pub fn fix(&self) -> &'static str {
+        use QualityWarning as W;
+        match self {
+            W::NoDeepProfile => "use `profmap run` for steps, hotspots and bottlenecks",
+            W::OverheadUnknown => "use `profmap run` to measure a baseline beside the profile",
+            W::HighOverhead { .. } => {
+                "lower --frequency or --stack-bytes, or, if the target is noisy, raise --runs"
+            }
+            W::LostSamples { .. } => "lower --frequency (or --stack-bytes) so the buffers keep up",
+            W::TruncatedStacks { .. } => "raise --stack-bytes (up to 65528)",
+            W::UnwindFailures { .. } => {
+                "install debug symbols (unwind tables) for the modules involved, or build with \
+                 -fno-omit-frame-pointer; raise --stack-bytes (up to 65528) for deep stacks"
+            }
+            W::UnnamedAddresses { .. } => {
+                "install debug symbols for those modules (the -dbg or -debuginfo package), or \
+                 profile an unstripped build"
+            }
+            W::TooFewSamples { .. } => "run longer or raise --frequency",
+            W::NoisyBaseline { .. } => {
+                "rerun when the machine is quiet, or raise --runs and compare medians"
+            }
+            W::Sampler(_) => "",
+        }
+    }
+
+    /// A notice, not a problem: kept in `measurement_quality` only, not repeated among
+    /// the session's warnings or on the terminal (which already say which mode ran).
+    pub fn is_notice(&self) -> bool {
+        matches!(
+            self,
+            QualityWarning::NoDeepProfile | QualityWarning::OverheadUnknown
+        )
+    }
+}
+
+impl fmt::Display for QualityWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.fix() {
+            "" => write!(f, "{}", self.what()),
+            fix => write!(f, "{} — {fix}", self.what()),
+        }
+    }
+}
+
+/// "1 sample", "2 samples", "3 distinct addresses".
+fn plural(n: u64, noun: &str) -> String {
+    match (n, noun.ends_with('s')) {
+        (1, _) => format!("1 {noun}"),
+        (_, true) => format!("{n} {noun}es"),
+        _ => format!("{n} {noun}s"),
+    }
+}
+
+/// "other load on the machine: load average 2.31 …; busiest other processes: …".
+fn describe_load(load: Option<&MachineLoad>) -> String {
+    let Some(l) = load else {
+        return "the machine's load during the runs was not recorded".into();
+    };
+    // Other processes busy for a tenth of a core or more: load worth naming.
+    let busy = l.window_ms > 0.0 && l.others_cpu_ms / l.window_ms >= OTHER_LOAD_CORES;
+    let lead = if busy {
+        "other load on the machine may explain it"
+    } else {
+        "the machine was otherwise quiet, so the target itself varies"
+    };
+    let mut s = format!(
+        "{lead} — load average {:.2} (1 min), {:.2} (5 min); other processes used {:.0} ms \
+         of CPU during the {:.0} ms of the runs",
+        l.loadavg_1m, l.loadavg_5m, l.others_cpu_ms, l.window_ms
+    );
+    if !l.busiest.is_empty() {
+        let top: Vec<String> = l
+            .busiest
+            .iter()
+            .map(|b| format!("{} (pid {}, {:.0} ms)", b.name, b.pid, b.cpu_ms))
+            .collect();
+        s.push_str(&format!("; busiest: {}", top.join(", ")));
+    }
+    s
+}
+
+/// The assessment of one session.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Quality {
+    /// (profiled run wall / baseline median wall − 1) × 100; None without both.
+    pub overhead_pct: Option<f64>,
+    pub warnings: Vec<QualityWarning>,
+}
+
+impl Quality {
+    /// Why no verdict may be given, when the profile is too thin for one.
+    pub fn verdict_withheld(&self) -> Option<String> {
+        self.warnings.iter().find_map(|w| match w {
+            QualityWarning::TooFewSamples { samples } => Some(format!(
+                "only {}: too few for a verdict; run longer or raise --frequency",
+                plural(*samples, "sample")
+            )),
+            _ => None,
+        })
+    }
+
+    /// Every warning as text, fix included.
+    pub fn texts(&self) -> Vec<String> {
+        self.warnings.iter().map(ToString::to_string).collect()
+    }
+
+    /// The warnings worth repeating among the session's (all but notices).
+    pub fn headline_texts(&self) -> Vec<String> {
+        self.warnings
+            .iter()
+            .filter(|w| !w.is_notice())
+            .map(ToString::to_string)
+            .collect()
+    }
+}
+
+/// Assess a recording. `b` is the summary of the runs the baseline statistics cover.
+pub fn assess(rec: &Recording, b: Option<&BaselineSummary>) -> Quality {
+    let mut q = Quality::default();
+    match &rec.sampled {
+        None => q.warnings.push(QualityWarning::NoDeepProfile),
+        Some(s) => {
+            q.overhead_pct = match (b, &rec.baseline) {
+                (Some(b), Some(_)) if b.wall_time_ms > 0.0 => {
+                    Some((s.wall_ms / b.wall_time_ms - 1.0) * 100.0)
+                }
+                _ => None,
+            };
+            q.warnings.extend(
+                s.quality
+                    .warnings
+                    .iter()
+                    .cloned()
+                    .map(QualityWarning::Sampler),
+            );
+            match (q.overhead_pct, b) {
+                (None, _) => q.warnings.push(QualityWarning::OverheadUnknown),
+                (Some(pct), Some(b)) if pct > MAX_OVERHEAD_PCT => {
+                    q.warnings.push(QualityWarning::HighOverhead {
+                        pct,
+                        profiled_ms: s.wall_ms,
+                        baseline_ms: b.wall_time_ms,
+                    })
+                }
+                _ => {}
+            }
+            q.warnings.extend(sample_warnings(s));
+        }
+    }
+    if rec.baseline.is_some() {
+        q.warnings.extend(spread_warning(rec, b));
+    }
+    q
+}
+
+/// Lost records, truncated stacks, unwind failures, unnamed addresses, too few samples.
+fn sample_warnings(s: &SampledProfile) -> Vec<QualityWarning> {
+    let sq = &s.quality;
+    let taken = sq.samples + sq.off_cpu_intervals;
+    let pct = |n: u64, of: u64| {
+        if of == 0 {
+            0.0
+        } else {
+            n as f64 * 100.0 / of as f64
+        }
+    };
+    let mut w = Vec::new();
+    if sq.lost_samples > 0 {
+        w.push(QualityWarning::LostSamples {
+            lost: sq.lost_samples,
+            share_pct: pct(sq.lost_samples, taken + sq.lost_samples),
+        });
+    }
+    if taken < MIN_SAMPLES {
+        // Shares of a handful of stacks say nothing; the verdict is withheld anyway.
+        w.push(QualityWarning::TooFewSamples { samples: taken });
+        return w;
+    }
+    // Truncated stacks are counted among the unwind failures too: report them apart.
+    let truncated = sq.truncated_stacks.min(sq.unwind_failures);
+    let other_failures = sq.unwind_failures - truncated;
+    if pct(truncated, taken) > MAX_BAD_STACK_PCT {
+        w.push(QualityWarning::TruncatedStacks {
+            count: truncated,
+            share_pct: pct(truncated, taken),
+        });
+    }
+    if pct(other_failures, taken) > MAX_BAD_STACK_PCT {
+        w.push(QualityWarning::UnwindFailures {
+            count: other_failures,
+            share_pct: pct(other_failures, taken),
+        });
+    }
+    let (unnamed_pct, modules) = unnamed_time(s);
+    if sq.unnamed_addresses > 0 && unnamed_pct > MAX_BAD_STACK_PCT {
+        w.push(QualityWarning::UnnamedAddresses {
+            addresses: sq.unnamed_addresses,
+            time_share_pct: unnamed_pct,
+            modules,
+        });
+    }
+    w
+}
+
+/// True for a frame symbolization could not name: `module+0xoffset`, no file.
+fn is_unnamed(f: &Frame) -> bool {
+    f.file.is_none()
+        && f.module.as_deref().is_some_and(|m| {
+            f.function
+                .strip_prefix(m)
+                .is_some_and(|rest| rest.starts_with("+0x"))
+        })
+}
+
+/// Share of the sampled time (all sample weights) whose stack holds an unnamed frame,
+/// %, and the modules of those frames (the leaf-most unnamed frame of each sample),
+/// most time first, at most three.
+fn unnamed_time(s: &SampledProfile) -> (f64, Vec<String>) {
+    let unnamed: Vec<bool> = s.frames.iter().map(is_unnamed).collect();
+    // Leaf → the leaf-most unnamed frame of its stack, if any.
+    let mut by_leaf: HashMap<u32, Option<u32>> = HashMap::new();
+    let mut by_module: HashMap<&str, u128> = HashMap::new();
+    let (mut total, mut bad) = (0u128, 0u128);
+    for smp in &s.samples {
+        total += u128::from(smp.weight_ns);
+        let Some(leaf) = smp.stack else { continue };
+        let found = *by_leaf.entry(leaf).or_insert_with(|| {
+            s.stack_frame_ids(leaf)
+                .into_iter()
+                .rev()
+                .find(|&f| unnamed.get(f as usize).copied().unwrap_or(false))
+        });
+        if let Some(f) = found {
+            bad += u128::from(smp.weight_ns);
+            let module = s.frames[f as usize].module.as_deref().unwrap_or("?");
+            *by_module.entry(module).or_default() += u128::from(smp.weight_ns);
+        }
+    }
+    let mut modules: Vec<(&str, u128)> = by_module.into_iter().collect();
+    modules.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let names = modules.iter().take(3).map(|m| m.0.to_string()).collect();
+    if total == 0 {
+        (0.0, names)
+    } else {
+        (bad as f64 * 100.0 / total as f64, names)
+    }
+}
+
+/// The noisy-baseline warning, when the counted runs' wall times spread too far.
+fn spread_warning(rec: &Recording, b: Option<&BaselineSummary>) -> Option<QualityWarning> {
+    let wall = b?.statistics.get("wall_time_ms")?;
+    if wall.values.len() < 2 || wall.min <= 0.0 || wall.max / wall.min <= MAX_SPREAD {
+        return None;
+    }
+    Some(QualityWarning::NoisyBaseline {
+        min_ms: wall.min,
+        max_ms: wall.max,
+        load: rec.baseline.as_ref()?.machine_load.clone(),
+    })
+}
+
+#[cfg(test)]
+#[path = "quality_tests.rs"]
+mod tests;
