@@ -424,30 +424,6 @@ pub fn analyse(p: &SampledProfile) -> Analysis {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn classification_serializes_as_schema_strings() {
-        for c in Classification::ALL {
-            let json = serde_json::to_string(&c).unwrap_or_default();
-            assert_eq!(json, format!("\"{}\"", c.as_str()));
-        }
-    }
-
-    #[test]
-    fn argmax_prefers_larger_then_earlier() {
-        let mut t = [0u64; Classification::ALL.len()];
-        assert_eq!(argmax(&t), None);
-        t[Classification::Idle as usize] = 5;
-        t[Classification::Cpu as usize] = 5;
-        assert_eq!(argmax(&t), Some(Classification::Cpu));
-        t[Classification::Lock as usize] = 6;
-        assert_eq!(argmax(&t), Some(Classification::Lock));
-    }
-}
-
 /// Add the profiled run's own counters to the verdict where they are its evidence: a
 /// Memory bottleneck's page faults and the memory they brought in (rusage of the tree).
 pub fn add_run_evidence(a: &mut Analysis, run: &crate::profile::RunMeasurement) {
@@ -472,5 +448,29 @@ pub fn add_run_evidence(a: &mut Analysis, run: &crate::profile::RunMeasurement) 
             a.bottleneck_detail.trim_end_matches('.'),
             run.minor_faults + run.major_faults
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification_serializes_as_schema_strings() {
+        for c in Classification::ALL {
+            let json = serde_json::to_string(&c).unwrap_or_default();
+            assert_eq!(json, format!("\"{}\"", c.as_str()));
+        }
+    }
+
+    #[test]
+    fn argmax_prefers_larger_then_earlier() {
+        let mut t = [0u64; Classification::ALL.len()];
+        assert_eq!(argmax(&t), None);
+        t[Classification::Idle as usize] = 5;
+        t[Classification::Cpu as usize] = 5;
+        assert_eq!(argmax(&t), Some(Classification::Cpu));
+        t[Classification::Lock as usize] = 6;
+        assert_eq!(argmax(&t), Some(Classification::Lock));
     }
 }
