@@ -26,7 +26,10 @@
 //!   another process), or whose waker is unknown, is the wait's own cause: it is
 //!   charged to the off-CPU sample itself (sleep, file, network, …);
 //! - time reached through a lock wait keeps the class `lock` along the chain: the
-//!   holder's work is on the path *because* others queue behind its lock;
+//!   holder's work is on the path *because* others queue behind its lock; and a thread's
+//!   running time while another thread waits for a lock it then releases (the waiter's
+//!   interval, up to the wake-up the holder issued) is `lock` too — the holder's work is
+//!   serialized, even where the walk reaches it without passing through a lock wait;
 //! - before a thread existed, the walk continues on its creator (the process's main
 //!   thread, or the parent process's).
 //!
@@ -105,6 +108,9 @@ struct Line {
     pid: i32,
     first: u64,
     last: u64,
+    /// Times while another thread waited for a lock this one released: sorted,
+    /// disjoint (start, end).
+    holding: Vec<(u64, u64)>,
     /// On-CPU coverage (start, end, sample), sorted by end.
     on: Vec<(u64, u64, usize)>,
     /// Off-CPU intervals sorted by start.
@@ -201,6 +207,7 @@ pub fn critical_path(
 fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> HashMap<i32, Line> {
     let mut lines: HashMap<i32, Line> = HashMap::new();
     let mut wakes: Vec<(i32, u64)> = Vec::new();
+    let mut held: HashMap<i32, Vec<(u64, u64)>> = HashMap::new();
     for (i, s) in p.samples.iter().enumerate() {
         let (start, end) = match s.kind {
             SampleKind::OnCpu => (s.time_ns.saturating_sub(s.weight_ns), s.time_ns),
@@ -221,15 +228,19 @@ fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> Ha
                     .waker
                     .filter(|w| w.tid != s.tid && !is_interrupt_wake(p, w.stack))
                     .map(|w| (w.tid, w.time_ns));
+                let lock = category(i) == WaitCategory::Lock;
                 if let Some(w) = waker {
                     wakes.push(w);
+                    if lock && w.1 > start {
+                        held.entry(w.0).or_default().push((start, w.1));
+                    }
                 }
                 line.off.push(Off {
                     start,
                     end,
                     sample: i,
                     waker,
-                    lock: category(i) == WaitCategory::Lock,
+                    lock,
                 });
             }
         }
@@ -241,11 +252,32 @@ fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> Ha
             l.first = l.first.min(t);
         }
     }
+    for (tid, mut spans) in held {
+        if let Some(l) = lines.get_mut(&tid) {
+            spans.sort_unstable();
+            for (s, e) in spans {
+                match l.holding.last_mut() {
+                    Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                    _ => l.holding.push((s, e)),
+                }
+            }
+        }
+    }
     for l in lines.values_mut() {
         l.on.sort_unstable_by_key(|&(_, e, _)| e);
         l.off.sort_unstable_by_key(|o| o.start);
     }
     lines
+}
+
+/// How much of `[a, b)` lies in the sorted, disjoint spans.
+fn overlap(spans: &[(u64, u64)], a: u64, b: u64) -> u64 {
+    let from = spans.partition_point(|&(_, e)| e <= a);
+    spans[from..]
+        .iter()
+        .take_while(|&&(s, _)| s < b)
+        .map(|&(s, e)| e.min(b).saturating_sub(s.max(a)))
+        .sum()
 }
 
 struct Walk<'a> {
@@ -290,6 +322,11 @@ impl Walk<'_> {
         if lo < line.first {
             let cut = hi.min(line.first);
             match self.creator(tid, line.pid) {
+                // The creator was waiting for this very thread (a vfork, a fork then
+                // wait4): the thread existed already, starting up unsampled.
+                Some(c) if self.waits_for(c, tid, lo, cut) => {
+                    *self.unsampled.entry((line.pid, tid, via_lock)).or_default() += cut - lo;
+                }
                 Some(c) => self.work.push(Item {
                     tid: c,
                     lo,
@@ -356,6 +393,7 @@ impl Walk<'_> {
     fn running(&mut self, line: &Line, tid: i32, a: u64, b: u64, via_lock: bool) {
         let cat = via_lock.then_some(WaitCategory::Lock);
         let mut covered = 0;
+        let mut covered_lock = 0;
         let from = line.on.partition_point(|&(_, e, _)| e <= a);
         for &(s, e, i) in &line.on[from..] {
             if s >= b {
@@ -369,12 +407,36 @@ impl Walk<'_> {
                 .min((b - a).saturating_sub(covered));
             if overlap > 0 {
                 covered += overlap;
-                self.credit(i, overlap, cat);
+                let x = s.max(a);
+                let held = if via_lock {
+                    0
+                } else {
+                    self::overlap(&line.holding, x, x + overlap)
+                };
+                covered_lock += held;
+                if held > 0 {
+                    self.credit(i, held, Some(WaitCategory::Lock));
+                }
+                if overlap > held {
+                    self.credit(i, overlap - held, cat);
+                }
             }
         }
         let rest = (b - a).saturating_sub(covered);
         if rest > 0 {
-            *self.unsampled.entry((line.pid, tid, via_lock)).or_default() += rest;
+            let held = if via_lock {
+                0
+            } else {
+                self::overlap(&line.holding, a, b)
+                    .saturating_sub(covered_lock)
+                    .min(rest)
+            };
+            if held > 0 {
+                *self.unsampled.entry((line.pid, tid, true)).or_default() += held;
+            }
+            if rest > held {
+                *self.unsampled.entry((line.pid, tid, via_lock)).or_default() += rest - held;
+            }
         }
     }
 
@@ -384,6 +446,18 @@ impl Walk<'_> {
             ns,
             category,
         });
+    }
+
+    /// True when thread `c` was off-CPU over part of `[lo, hi)` in a wait that thread
+    /// `tid` ended.
+    fn waits_for(&self, c: i32, tid: i32, lo: u64, hi: u64) -> bool {
+        self.lines.get(&c).is_some_and(|l| {
+            let from = l.off.partition_point(|o| o.end <= lo);
+            l.off[from..]
+                .iter()
+                .take_while(|o| o.start < hi)
+                .any(|o| o.waker.is_some_and(|(w, _)| w == tid))
+        })
     }
 
     /// Who was running before thread `tid` of process `pid` existed: the process's main
@@ -619,6 +693,29 @@ mod tests {
     }
 
     #[test]
+    fn a_holder_reached_without_a_lock_wait_is_lock_while_others_queue() {
+        // Main (1) joins 2; 2 computes [0, 10] ms and holds a lock 3 waits for over
+        // [2, 6], released at 6.
+        let p = P::new(&[(1, None)])
+            .thread(1, 2)
+            .thread(1, 3)
+            .off(1, 0, 10 * MS, Some((2, 10 * MS)))
+            .on(2, 0, 10)
+            .off(3, 2 * MS, 6 * MS, Some((2, 6 * MS)))
+            .on(3, 6, 8);
+        let lock_at = p.0.samples.len() - 3;
+        let cp = p.path(&[lock_at]);
+        let lock: u64 = cp
+            .credits
+            .iter()
+            .filter(|c| c.category == Some(WaitCategory::Lock))
+            .map(|c| c.ns)
+            .sum();
+        assert_eq!(lock, 4 * MS, "{cp:?}");
+        assert_eq!(per_tid(&p.0, &cp).get(&2).copied(), Some(10 * MS));
+    }
+
+    #[test]
     fn short_bursts_between_waits_are_unsampled_time_of_the_thread() {
         // A ping-pong: 1 and 2 alternate 0.2 ms bursts; no on-CPU sample lands.
         let mut p = P::new(&[(1, None), (2, Some(1))]);
@@ -632,6 +729,21 @@ mod tests {
         assert_eq!(total(&cp), cp.span_ns);
         let unsampled: u64 = cp.unsampled.iter().map(|u| u.ns).sum();
         assert!(unsampled * 10 >= cp.span_ns * 9, "{cp:?}");
+    }
+
+    #[test]
+    fn a_vforked_child_that_no_sample_caught_starting_is_its_own_time() {
+        // sh (1) vforks 2 at 1 ms and waits in vfork until 2 execs at 3 ms (the child's
+        // first evidence), then in wait4 until 2 exits at 10 ms.
+        let p = P::new(&[(1, None), (2, Some(1))])
+            .on(1, 0, 1)
+            .off(1, MS, 3 * MS, Some((2, 3 * MS)))
+            .off(1, 3 * MS, 10 * MS, Some((2, 10 * MS)))
+            .on(2, 4, 10);
+        let cp = p.path(&[]);
+        assert_eq!(cp.unattributed_ns, 0, "{cp:?}");
+        assert_eq!(total(&cp), 10 * MS);
+        assert_eq!(per_tid(&p.0, &cp).get(&2).copied(), Some(9 * MS));
     }
 
     #[test]

@@ -118,6 +118,9 @@ pub struct Analysis {
     /// Whole session, every category key present: cpu, runqueue, file, network, lock,
     /// sleep, child, pipe, page_fault, other.
     pub wait_breakdown_ms: BTreeMap<String, f64>,
+    /// The same split of the summed thread time (every thread, on the critical path or
+    /// not): what the threads did, where `wait_breakdown_ms` is what the run waited for.
+    pub thread_wait_breakdown_ms: BTreeMap<String, f64>,
     pub warnings: Vec<String>,
 }
 
@@ -345,6 +348,10 @@ pub fn analyse(p: &SampledProfile) -> Analysis {
         bottleneck::detail(p, &tree, classification, &per_class, &top_bottlenecks);
 
     let root = tree.root();
+    let thread_wait_breakdown_ms = WaitCategory::ALL
+        .iter()
+        .map(|c| (c.key().to_string(), steps::ms(root.waits_ns[c.index()])))
+        .collect();
     let wait_breakdown_ms = WaitCategory::ALL
         .iter()
         .map(|c| {
@@ -420,6 +427,7 @@ pub fn analyse(p: &SampledProfile) -> Analysis {
         bottleneck_detail,
         top_bottlenecks,
         wait_breakdown_ms,
+        thread_wait_breakdown_ms,
         warnings,
     }
 }
