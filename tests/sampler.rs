@@ -654,7 +654,8 @@ fn a_join_is_woken_by_the_joined_thread() {
         join.waker,
         worker.tid
     );
-    assert!(join.weight_ns > 50_000_000, "{} ns", join.weight_ns);
+    // The worker computes 50–300 ms depending on the machine and its load.
+    assert!(join.weight_ns > 20_000_000, "{} ns", join.weight_ns);
     let w = join.waker.expect("the join has a waker");
     assert_eq!((w.pid, w.tid), (join.pid, worker.tid));
 }
