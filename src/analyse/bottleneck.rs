@@ -19,7 +19,7 @@ use crate::profile::{FrameKind, SampleKind, SampledProfile};
 
 use super::calltree::{CallTree, CriticalModel, NodeLabel};
 use super::classify::WaitCategory;
-use super::steps::{StepRef, ms, pct};
+use super::steps::{Step, StepRef, ms, pct};
 use super::{Classes, Classification};
 
 /// How many bottlenecks are reported.
@@ -143,6 +143,7 @@ pub(crate) fn top_bottlenecks(
     p: &SampledProfile,
     tree: &CallTree,
     classes: &Classes,
+    steps: &[Step],
     refs: &[StepRef],
 ) -> Vec<Bottleneck> {
     let mut node_steps: HashMap<usize, &str> = HashMap::new();
@@ -151,14 +152,19 @@ pub(crate) fn top_bottlenecks(
             node_steps.entry(n).or_insert(r.id.as_str());
         }
     }
-    candidates(p, tree)
+    let mut all: Vec<Bottleneck> = candidates(p, tree)
         .into_iter()
         .filter_map(|(key, c)| {
             let step = step_of(tree, &node_steps, c.best)?;
             Some(describe(p, tree, classes, key, &c, step))
         })
         .take(MAX_BOTTLENECKS)
-        .collect()
+        .collect();
+    // A flat process outranks the small functions it is spread over.
+    all.extend(super::spread::spread_steps(p, tree, steps, refs));
+    all.sort_by(|a, b| b.share.total_cmp(&a.share));
+    all.truncate(MAX_BOTTLENECKS);
+    all
 }
 
 fn describe(
@@ -238,7 +244,7 @@ fn describe(
     if let Some(path) = heaviest_path(tree, c, &step) {
         why.push(path);
     }
-    if c.thread_ns.abs_diff(c.self_crit_ns) * 20 > c.self_crit_ns {
+    if is_fn && c.thread_ns.abs_diff(c.self_crit_ns) * 20 > c.self_crit_ns {
         why.push(format!(
             "summed over its threads it took {} ms ({} ms on-CPU), on the critical path or not",
             ms(c.thread_ns),
@@ -293,7 +299,13 @@ fn held(tree: &CallTree, c: &Candidate, share: f64, total: u64) -> String {
 /// What lies below the candidate: its largest callee, truthfully.
 fn below(p: &SampledProfile, tree: &CallTree, c: &Candidate, is_fn: bool) -> String {
     let mut callees: HashMap<u32, u64> = HashMap::new();
-    for &n in &c.nodes {
+    // Outermost calls only: a recursive function's inner calls are inside them.
+    let key = candidate_key(p, tree, c.best);
+    let outermost = c
+        .nodes
+        .iter()
+        .filter(|&&n| key.is_none_or(|k| !has_ancestor_with(p, tree, n, k)));
+    for &n in outermost {
         for &ch in &tree.nodes[n].children {
             if let NodeLabel::Function { frame } = tree.nodes[ch].label
                 && tree.nodes[ch].crit_ns > 0

@@ -14,9 +14,10 @@
 //! running time (covered by its on-CPU samples). The walk starts at the end of the run
 //! on the thread that was active last, and goes backwards:
 //!
-//! - running time is charged to the thread's on-CPU samples that cover it (time no
-//!   sample covers — bursts shorter than the sampling period — is charged to the thread
-//!   itself as *unsampled* on-CPU time);
+//! - running time is charged to the thread's on-CPU samples that cover it; time no
+//!   sample covers (bursts shorter than the sampling period, as in a ping-pong) is
+//!   on-CPU time of the off-CPU interval that ends the burst — its switch-out stack is
+//!   where the burst ended — or, when none follows, of the thread itself (*unsampled*);
 //! - an off-CPU interval ended by a wake-up from another thread of the tree (a pipe's
 //!   writer, an exiting child, a thread posting a condition variable, a lock's holder
 //!   releasing it) is that thread's time: the walk continues on the waker, from the
@@ -57,6 +58,10 @@ use std::collections::HashMap;
 use crate::profile::{FrameKind, SampleKind, SampledProfile};
 
 use super::classify::WaitCategory;
+
+/// A burst of running that no sample covered is given to the switch-out that ends it
+/// when that comes within this long.
+const BURST_MAX_NS: u64 = 10_000_000;
 
 /// Time of the critical path charged to one sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -353,7 +358,8 @@ impl Walk<'_> {
             }
             let (a, b) = (o.start.max(lo), o.end.min(hi));
             if a > t {
-                self.running(line, tid, t, a, via_lock);
+                let ends_here = (o.start == a).then_some(o.sample);
+                self.running(line, tid, (t, a), ends_here, via_lock);
             }
             if b > a {
                 self.wait(tid, o, a, b, via_lock);
@@ -361,7 +367,14 @@ impl Walk<'_> {
             t = t.max(b);
         }
         if hi > t {
-            self.running(line, tid, t, hi, via_lock);
+            // The burst goes on past `hi`: it ends at the thread's next switch-out.
+            let next = line.off.partition_point(|o| o.start < hi);
+            let ends = line
+                .off
+                .get(next)
+                .filter(|o| o.start - hi <= BURST_MAX_NS)
+                .map(|o| o.sample);
+            self.running(line, tid, (t, hi), ends, via_lock);
         }
     }
 
@@ -389,8 +402,19 @@ impl Walk<'_> {
         self.credit(o.sample, b - a, cat);
     }
 
-    /// `[a, b)` of thread `tid` running: its on-CPU samples that cover it.
-    fn running(&mut self, line: &Line, tid: i32, a: u64, b: u64, via_lock: bool) {
+    /// `[a, b)` of thread `tid` running: its on-CPU samples that cover it. The part
+    /// while another thread waited for a lock this one held is `lock`. What no sample
+    /// covers (bursts shorter than the sampling period) goes to the off-CPU interval
+    /// that ends the burst, `ends`, as on-CPU time — its switch-out stack is where the
+    /// burst ended — or, without one, to the thread as unsampled time.
+    fn running(
+        &mut self,
+        line: &Line,
+        tid: i32,
+        (a, b): (u64, u64),
+        ends: Option<usize>,
+        via_lock: bool,
+    ) {
         let cat = via_lock.then_some(WaitCategory::Lock);
         let mut covered = 0;
         let mut covered_lock = 0;
@@ -431,11 +455,29 @@ impl Walk<'_> {
                     .saturating_sub(covered_lock)
                     .min(rest)
             };
-            if held > 0 {
-                *self.unsampled.entry((line.pid, tid, true)).or_default() += held;
-            }
-            if rest > held {
-                *self.unsampled.entry((line.pid, tid, via_lock)).or_default() += rest - held;
+            let own = if via_lock {
+                WaitCategory::Lock
+            } else {
+                WaitCategory::Cpu
+            };
+            match ends {
+                Some(i) => {
+                    if held > 0 {
+                        self.credit(i, held, Some(WaitCategory::Lock));
+                    }
+                    if rest > held {
+                        self.credit(i, rest - held, Some(own));
+                    }
+                }
+                None => {
+                    if held > 0 {
+                        *self.unsampled.entry((line.pid, tid, true)).or_default() += held;
+                    }
+                    if rest > held {
+                        *self.unsampled.entry((line.pid, tid, via_lock)).or_default() +=
+                            rest - held;
+                    }
+                }
             }
         }
     }
@@ -716,7 +758,7 @@ mod tests {
     }
 
     #[test]
-    fn short_bursts_between_waits_are_unsampled_time_of_the_thread() {
+    fn short_bursts_between_waits_are_on_cpu_time_where_each_burst_ended() {
         // A ping-pong: 1 and 2 alternate 0.2 ms bursts; no on-CPU sample lands.
         let mut p = P::new(&[(1, None), (2, Some(1))]);
         let step = MS / 5;
@@ -727,8 +769,17 @@ mod tests {
         }
         let cp = p.path(&[]);
         assert_eq!(total(&cp), cp.span_ns);
+        // Each burst is on-CPU time of the switch-out that ended it (its stack says
+        // where); the last one, with no switch-out after it, is the thread's own.
+        let on_cpu: u64 = cp
+            .credits
+            .iter()
+            .filter(|c| c.category == Some(WaitCategory::Cpu))
+            .map(|c| c.ns)
+            .sum();
         let unsampled: u64 = cp.unsampled.iter().map(|u| u.ns).sum();
-        assert!(unsampled * 10 >= cp.span_ns * 9, "{cp:?}");
+        assert!(on_cpu * 10 >= cp.span_ns * 8, "{cp:?}");
+        assert!((on_cpu + unsampled) * 10 >= cp.span_ns * 9, "{cp:?}");
     }
 
     #[test]

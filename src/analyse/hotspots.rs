@@ -14,9 +14,11 @@
 //!
 //! Waits that profiled work stands for are not self time: with wake-up records, an
 //! interval ended by another thread of the tree (that thread's hotspots hold the time);
-//! without them, the categories [`CallTree::explained`] names. Shares are of the
-//! session's wall time (the critical path; see `critical`). `on_cpu` is true when at
-//! least half of the self time was on-CPU.
+//! without them, the categories [`CallTree::explained`] names. Hotspots are thread
+//! time, as `perf report` counts it: shares are of all the self time so counted (every
+//! thread's, on the critical path or not — the steps and bottlenecks are where the
+//! critical path ranks). `on_cpu` is true when at least half of the self time was
+//! on-CPU.
 
 use std::collections::{HashMap, HashSet};
 
@@ -67,7 +69,6 @@ struct StackFns {
 
 /// The top [`MAX_HOTSPOTS`] functions by self time.
 pub fn hotspots(p: &SampledProfile, tree: &CallTree) -> Vec<Hotspot> {
-    let total = tree.total_wall_ns();
     let mut ids: HashMap<FnKey, u32> = HashMap::new();
     let mut rep: Vec<u32> = Vec::new();
     let mut frame_fn: Vec<u32> = Vec::with_capacity(p.frames.len());
@@ -105,6 +106,7 @@ pub fn hotspots(p: &SampledProfile, tree: &CallTree) -> Vec<Hotspot> {
             acc[f as usize].total_ns += s.weight_ns;
         }
     }
+    let total: u64 = acc.iter().map(|a| a.self_ns).sum();
     let mut rows: Vec<(u32, Acc)> = acc
         .into_iter()
         .enumerate()

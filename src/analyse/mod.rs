@@ -23,6 +23,7 @@ pub mod calltree;
 pub mod classify;
 pub mod critical;
 pub mod hotspots;
+mod spread;
 pub mod steps;
 
 use std::collections::{BTreeMap, HashMap};
@@ -343,7 +344,7 @@ pub fn analyse(p: &SampledProfile) -> Analysis {
         }
     }
     let classification = argmax(&per_class).unwrap_or(Classification::Unknown);
-    let top_bottlenecks = bottleneck::top_bottlenecks(p, &tree, &classes, &refs);
+    let top_bottlenecks = bottleneck::top_bottlenecks(p, &tree, &classes, &steps, &refs);
     let bottleneck_detail =
         bottleneck::detail(p, &tree, classification, &per_class, &top_bottlenecks);
 
