@@ -36,7 +36,9 @@ run() {
     alone) out=$("${cmd[@]}" 2>&1) ;;
     profmap|profmap-no-wakeups)
       local extra=(); [ "$mode" = profmap-no-wakeups ] && extra=(--no-wakeups)
-      out=$("$PM" record -q "${extra[@]}" --out "$W/pm" -- "${cmd[@]}" 2>/dev/null)
+      # -q keeps the target's output out of the terminal; run.log has it.
+      "$PM" record -q "${extra[@]}" --out "$W/pm" -- "${cmd[@]}" >/dev/null 2>&1
+      out=$(cat "$W/pm/run.log")
       lost=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['profile_result']['measurement_quality']['lost_samples'])" "$W/pm/performance_map.json") ;;
     perf-g) out=$("$PERF" record -q -F 999 -g -o "$W/p.data" -- "${cmd[@]}" 2>/dev/null) ;;
     perf-switch-g) out=$("$PERF" record -q -e sched:sched_switch -g -o "$W/p.data" -- "${cmd[@]}" 2>/dev/null) ;;

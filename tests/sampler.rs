@@ -608,15 +608,13 @@ fn pipe_ping_pong_waits_are_woken_by_the_other_process() {
             }
         }
     }
-    // The waker's stack is its kernel stack at the wake-up (the pipe write).
-    let w = waits
-        .iter()
-        .find_map(|s| s.waker.and_then(|w| w.stack))
-        .expect("a waker stack");
-    let frames = prof.stack_frames(w);
-    eprintln!("a waker stack: {:?}", names(&prof, Some(w)));
-    assert!(frames.iter().all(|f| f.kind == FrameKind::Kernel));
-    assert!(frames.iter().any(|f| f.function.contains("pipe_write")));
+    // Wake-ups are recorded without a stack (it doubled their cost): who and when.
+    assert!(
+        waits
+            .iter()
+            .filter_map(|s| s.waker)
+            .all(|w| w.stack.is_none())
+    );
 }
 
 #[test]

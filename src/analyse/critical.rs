@@ -35,7 +35,10 @@
 //!   thread, or the parent process's).
 //!
 //! A wake-up issued from an interrupt that happened to run while a tree thread was on
-//! the CPU (its kernel stack shows the interrupt entry) is not that thread's doing.
+//! the CPU is not that thread's doing. Wake-ups carry no stack (it doubled their cost),
+//! so the kind of wait decides: a sleep (a timer), file I/O (a disk) or a page fault is
+//! ended by hardware and stays its own cause whoever was on the CPU; where a recording
+//! has the waker's kernel stack, an interrupt entry in it says the same.
 //!
 //! Every moment between the first and the last activity is charged exactly once, so the
 //! shares of the critical path add up to 100 %. Idle pool threads and event-loop threads
@@ -155,6 +158,20 @@ pub fn is_interrupt_wake(p: &SampledProfile, stack: Option<u32>) -> bool {
         })
 }
 
+/// The thread of the tree (tid) whose wake-up ended off-CPU sample `i` and when, if the
+/// wait is one a thread ends: not a self-wake, not a wait ended by hardware (a sleep's
+/// timer, a disk, a page fault: whoever was on the CPU), not from an interrupt.
+pub fn followed_waker(p: &SampledProfile, i: usize, category: WaitCategory) -> Option<(i32, u64)> {
+    let s = p.samples.get(i)?;
+    let hardware = matches!(
+        category,
+        WaitCategory::Sleep | WaitCategory::File | WaitCategory::PageFault
+    );
+    s.waker
+        .filter(|w| w.tid != s.tid && !hardware && !is_interrupt_wake(p, w.stack))
+        .map(|w| (w.tid, w.time_ns))
+}
+
 /// The critical path, or `None` when the recording has no wake-up records (nothing is
 /// known about who woke whom) or no samples. `category` gives each sample's category.
 pub fn critical_path(
@@ -229,10 +246,7 @@ fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> Ha
         match s.kind {
             SampleKind::OnCpu => line.on.push((start, end, i)),
             SampleKind::OffCpu { .. } => {
-                let waker = s
-                    .waker
-                    .filter(|w| w.tid != s.tid && !is_interrupt_wake(p, w.stack))
-                    .map(|w| (w.tid, w.time_ns));
+                let waker = followed_waker(p, i, category(i));
                 let lock = category(i) == WaitCategory::Lock;
                 if let Some(w) = waker {
                     wakes.push(w);
@@ -610,7 +624,9 @@ mod tests {
                 } else if self.0.samples[i].kind == SampleKind::OnCpu {
                     WaitCategory::Cpu
                 } else {
-                    WaitCategory::Sleep
+                    // A wait another thread ends (a pipe, a join): see the sleep test
+                    // for one hardware ends.
+                    WaitCategory::Pipe
                 }
             };
             critical_path(&self.0, &cat).unwrap_or_default()
@@ -795,6 +811,28 @@ mod tests {
         assert_eq!(cp.unattributed_ns, 0, "{cp:?}");
         assert_eq!(total(&cp), 10 * MS);
         assert_eq!(per_tid(&p.0, &cp).get(&2).copied(), Some(9 * MS));
+    }
+
+    #[test]
+    fn a_sleep_is_its_own_cause_even_when_a_tree_thread_was_on_the_cpu() {
+        // The timer interrupt that ended 1's sleep ran while 2 was on the CPU: the
+        // record names 2 as the waker, but a sleep is ended by hardware.
+        let p = P::new(&[(1, None)])
+            .thread(1, 2)
+            .on(1, 0, 2)
+            .off(1, 2 * MS, 10 * MS, Some((2, 10 * MS)))
+            .on(2, 0, 10);
+        let sleep_at = 2;
+        let cat = |i: usize| {
+            if i == sleep_at {
+                WaitCategory::Sleep
+            } else {
+                WaitCategory::Cpu
+            }
+        };
+        let cp = critical_path(&p.0, &cat).unwrap_or_default();
+        assert_eq!(per_tid(&p.0, &cp).get(&1).copied(), Some(10 * MS), "{cp:?}");
+        assert_eq!(per_tid(&p.0, &cp).get(&2), None);
     }
 
     #[test]

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::profile::{FrameKind, SampleKind, SampledProfile};
 
 use super::calltree::{CallTree, CriticalModel};
-use super::critical::is_interrupt_wake;
+use super::critical::followed_waker;
 use super::steps::{ms, pct};
 
 /// How many hotspots are kept.
@@ -144,9 +144,10 @@ fn explained(p: &SampledProfile, tree: &CallTree, i: usize) -> bool {
         return false;
     }
     match tree.critical {
-        CriticalModel::Path { .. } => s
-            .waker
-            .is_some_and(|w| w.tid != s.tid && !is_interrupt_wake(p, w.stack)),
+        CriticalModel::Path { .. } => tree
+            .sample_categories
+            .get(i)
+            .is_some_and(|&c| followed_waker(p, i, c).is_some()),
         CriticalModel::ThreadTime => tree
             .sample_categories
             .get(i)
