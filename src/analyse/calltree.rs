@@ -367,28 +367,7 @@ struct Builder<'a> {
 
 impl<'a> Builder<'a> {
     fn new(p: &'a SampledProfile) -> Self {
-        let mut ids: HashMap<(&str, Option<&str>, FrameKind), u32> = HashMap::new();
-        let mut frame_fn = Vec::with_capacity(p.frames.len());
-        let mut fn_frame: Vec<u32> = Vec::new();
-        for (i, f) in p.frames.iter().enumerate() {
-            let key = (f.function.as_str(), f.module.as_deref(), f.kind);
-            let next = fn_frame.len() as u32;
-            let id = *ids.entry(key).or_insert(next);
-            if id == next {
-                fn_frame.push(i as u32);
-            } else {
-                let rep = &p.frames[fn_frame[id as usize] as usize];
-                let better = match (f.line, rep.line) {
-                    (Some(a), Some(b)) => a < b,
-                    (Some(_), None) => true,
-                    _ => false,
-                };
-                if better {
-                    fn_frame[id as usize] = i as u32;
-                }
-            }
-            frame_fn.push(id);
-        }
+        let (frame_fn, fn_frame) = function_ids(p);
         Builder {
             p,
             nodes: vec![CallNode::new(NodeLabel::Session, String::new(), 0, None)],
@@ -608,6 +587,35 @@ fn explained_categories(children_profiled: bool) -> &'static [WaitCategory] {
     } else {
         &[WaitCategory::Thread]
     }
+}
+
+/// Frames of one function — same name, module and kind, whatever the line — share a
+/// function id. Returns each frame's function id, and each function's representative
+/// frame (the one with the lowest line seen, the closest to the function's start).
+pub fn function_ids(p: &SampledProfile) -> (Vec<u32>, Vec<u32>) {
+    let mut ids: HashMap<(&str, Option<&str>, FrameKind), u32> = HashMap::new();
+    let mut frame_fn = Vec::with_capacity(p.frames.len());
+    let mut fn_frame: Vec<u32> = Vec::new();
+    for (i, f) in p.frames.iter().enumerate() {
+        let key = (f.function.as_str(), f.module.as_deref(), f.kind);
+        let next = fn_frame.len() as u32;
+        let id = *ids.entry(key).or_insert(next);
+        if id == next {
+            fn_frame.push(i as u32);
+        } else {
+            let rep = &p.frames[fn_frame[id as usize] as usize];
+            let better = match (f.line, rep.line) {
+                (Some(a), Some(b)) => a < b,
+                (Some(_), None) => true,
+                _ => false,
+            };
+            if better {
+                fn_frame[id as usize] = i as u32;
+            }
+        }
+        frame_fn.push(id);
+    }
+    (frame_fn, fn_frame)
 }
 
 /// "name (pid)"; the name is "pid" when the process was not described.

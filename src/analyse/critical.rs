@@ -645,6 +645,15 @@ mod tests {
         m
     }
 
+    /// Time charged with the category `cat` given explicitly (not the sample's own).
+    fn charged_as(cp: &CriticalPath, cat: WaitCategory) -> u64 {
+        cp.credits
+            .iter()
+            .filter(|c| c.category == Some(cat))
+            .map(|c| c.ns)
+            .sum()
+    }
+
     fn total(cp: &CriticalPath) -> u64 {
         cp.credits.iter().map(|c| c.ns).sum::<u64>()
             + cp.unsampled.iter().map(|u| u.ns).sum::<u64>()
@@ -738,12 +747,7 @@ mod tests {
             .on(2, 0, 5)
             .off(2, 5 * MS, 8 * MS, None);
         let cp = p.path(&[1]);
-        let lock: u64 = cp
-            .credits
-            .iter()
-            .filter(|c| c.category == Some(WaitCategory::Lock))
-            .map(|c| c.ns)
-            .sum();
+        let lock = charged_as(&cp, WaitCategory::Lock);
         assert_eq!(lock, 4 * MS);
         let by = per_tid(&p.0, &cp);
         assert_eq!(by.get(&2).copied(), Some(4 * MS));
@@ -763,12 +767,7 @@ mod tests {
             .on(3, 6, 8);
         let lock_at = p.0.samples.len() - 3;
         let cp = p.path(&[lock_at]);
-        let lock: u64 = cp
-            .credits
-            .iter()
-            .filter(|c| c.category == Some(WaitCategory::Lock))
-            .map(|c| c.ns)
-            .sum();
+        let lock = charged_as(&cp, WaitCategory::Lock);
         assert_eq!(lock, 4 * MS, "{cp:?}");
         assert_eq!(per_tid(&p.0, &cp).get(&2).copied(), Some(10 * MS));
     }
@@ -787,12 +786,7 @@ mod tests {
         assert_eq!(total(&cp), cp.span_ns);
         // Each burst is on-CPU time of the switch-out that ended it (its stack says
         // where); the last one, with no switch-out after it, is the thread's own.
-        let on_cpu: u64 = cp
-            .credits
-            .iter()
-            .filter(|c| c.category == Some(WaitCategory::Cpu))
-            .map(|c| c.ns)
-            .sum();
+        let on_cpu = charged_as(&cp, WaitCategory::Cpu);
         let unsampled: u64 = cp.unsampled.iter().map(|u| u.ns).sum();
         assert!(on_cpu * 10 >= cp.span_ns * 8, "{cp:?}");
         assert!((on_cpu + unsampled) * 10 >= cp.span_ns * 9, "{cp:?}");

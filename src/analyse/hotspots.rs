@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::profile::{FrameKind, SampleKind, SampledProfile};
 
-use super::calltree::{CallTree, CriticalModel};
+use super::calltree::{CallTree, CriticalModel, function_ids};
 use super::critical::followed_waker;
 use super::steps::{ms, pct};
 
@@ -56,9 +56,6 @@ struct Acc {
     total_ns: u64,
 }
 
-/// A function's identity: name, module, kind.
-type FnKey<'a> = (&'a str, Option<&'a str>, FrameKind);
-
 /// What a stack means for the hotspots: the self function of an on-CPU and of an
 /// off-CPU sample on it, and the distinct functions it passes through.
 struct StackFns {
@@ -69,24 +66,7 @@ struct StackFns {
 
 /// The top [`MAX_HOTSPOTS`] functions by self time.
 pub fn hotspots(p: &SampledProfile, tree: &CallTree) -> Vec<Hotspot> {
-    let mut ids: HashMap<FnKey, u32> = HashMap::new();
-    let mut rep: Vec<u32> = Vec::new();
-    let mut frame_fn: Vec<u32> = Vec::with_capacity(p.frames.len());
-    for (i, f) in p.frames.iter().enumerate() {
-        let key = (f.function.as_str(), f.module.as_deref(), f.kind);
-        let next = rep.len() as u32;
-        let id = *ids.entry(key).or_insert(next);
-        if id == next {
-            rep.push(i as u32);
-        } else if f.line.is_some_and(|l| {
-            p.frames[rep[id as usize] as usize]
-                .line
-                .is_none_or(|r| l < r)
-        }) {
-            rep[id as usize] = i as u32;
-        }
-        frame_fn.push(id);
-    }
+    let (frame_fn, rep) = function_ids(p);
     let mut cache: HashMap<u32, StackFns> = HashMap::new();
     let mut acc: Vec<Acc> = (0..rep.len()).map(|_| Acc::default()).collect();
     for (i, s) in p.samples.iter().enumerate() {
