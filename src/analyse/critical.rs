@@ -30,7 +30,8 @@
 //!   holder's work is on the path *because* others queue behind its lock; and a thread's
 //!   running time while another thread waits for a lock it then releases (the waiter's
 //!   interval, up to the wake-up the holder issued) is `lock` too — the holder's work is
-//!   serialized, even where the walk reaches it without passing through a lock wait;
+//!   serialized, even where the walk reaches it without passing through a lock wait
+//!   (and so is its time preempted then: runnable, holding the lock, without a CPU);
 //! - before a thread existed, the walk continues on its creator (the process's main
 //!   thread, or the parent process's).
 //!
@@ -109,6 +110,8 @@ struct Off {
     /// Waker tid and the wake-up time.
     waker: Option<(i32, u64)>,
     lock: bool,
+    /// Preempted: runnable, waiting for a CPU.
+    preempted: bool,
 }
 
 #[derive(Debug, Default)]
@@ -260,6 +263,7 @@ fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> Ha
                     sample: i,
                     waker,
                     lock,
+                    preempted: category(i) == WaitCategory::Runqueue,
                 });
             }
         }
@@ -341,17 +345,22 @@ impl Walk<'_> {
         if lo < line.first {
             let cut = hi.min(line.first);
             match self.creator(tid, line.pid) {
-                // The creator was waiting for this very thread (a vfork, a fork then
-                // wait4): the thread existed already, starting up unsampled.
-                Some(c) if self.waits_for(c, tid, lo, cut) => {
-                    *self.unsampled.entry((line.pid, tid, via_lock)).or_default() += cut - lo;
+                Some(c) => {
+                    // From where the creator waits for this very thread (a vfork, a fork
+                    // then wait4), the thread existed already, starting up unsampled.
+                    let from = self.waits_for(c, tid, lo, cut).unwrap_or(cut);
+                    if from > lo {
+                        self.work.push(Item {
+                            tid: c,
+                            lo,
+                            hi: from,
+                            via_lock,
+                        });
+                    }
+                    if cut > from {
+                        *self.unsampled.entry((line.pid, tid, via_lock)).or_default() += cut - from;
+                    }
                 }
-                Some(c) => self.work.push(Item {
-                    tid: c,
-                    lo,
-                    hi: cut,
-                    via_lock,
-                }),
                 None => self.cp.unattributed_ns += cut - lo,
             }
             lo = cut;
@@ -376,7 +385,7 @@ impl Walk<'_> {
                 self.running(line, tid, (t, a), ends_here, via_lock);
             }
             if b > a {
-                self.wait(tid, o, a, b, via_lock);
+                self.wait(line, tid, o, (a, b), via_lock);
             }
             t = t.max(b);
         }
@@ -393,7 +402,7 @@ impl Walk<'_> {
     }
 
     /// `[a, b)` of an off-CPU interval `o` of thread `tid`.
-    fn wait(&mut self, tid: i32, o: &Off, a: u64, b: u64, via_lock: bool) {
+    fn wait(&mut self, line: &Line, tid: i32, o: &Off, (a, b): (u64, u64), via_lock: bool) {
         if let Some((w, wt)) = o.waker
             && w != tid
             && self.lines.contains_key(&w)
@@ -412,8 +421,19 @@ impl Walk<'_> {
             }
             return;
         }
-        let cat = via_lock.then_some(WaitCategory::Lock);
-        self.credit(o.sample, b - a, cat);
+        // Preempted while others queue for a lock it holds: serialized, so Lock.
+        let held = if o.preempted && !via_lock {
+            overlap(&line.holding, a, b)
+        } else {
+            0
+        };
+        if held > 0 {
+            self.credit(o.sample, held, Some(WaitCategory::Lock));
+        }
+        if b - a > held {
+            let cat = via_lock.then_some(WaitCategory::Lock);
+            self.credit(o.sample, b - a - held, cat);
+        }
     }
 
     /// `[a, b)` of thread `tid` running: its on-CPU samples that cover it. The part
@@ -504,16 +524,16 @@ impl Walk<'_> {
         });
     }
 
-    /// True when thread `c` was off-CPU over part of `[lo, hi)` in a wait that thread
-    /// `tid` ended.
-    fn waits_for(&self, c: i32, tid: i32, lo: u64, hi: u64) -> bool {
-        self.lines.get(&c).is_some_and(|l| {
-            let from = l.off.partition_point(|o| o.end <= lo);
-            l.off[from..]
-                .iter()
-                .take_while(|o| o.start < hi)
-                .any(|o| o.waker.is_some_and(|(w, _)| w == tid))
-        })
+    /// Where, within `[lo, hi)`, thread `c` began a wait that thread `tid` ended (the
+    /// earliest such wait), if it did.
+    fn waits_for(&self, c: i32, tid: i32, lo: u64, hi: u64) -> Option<u64> {
+        let l = self.lines.get(&c)?;
+        let from = l.off.partition_point(|o| o.end <= lo);
+        l.off[from..]
+            .iter()
+            .take_while(|o| o.start < hi)
+            .find(|o| o.waker.is_some_and(|(w, _)| w == tid))
+            .map(|o| o.start.max(lo))
     }
 
     /// Who was running before thread `tid` of process `pid` existed: the process's main
@@ -827,6 +847,21 @@ mod tests {
         let cp = critical_path(&p.0, &cat).unwrap_or_default();
         assert_eq!(per_tid(&p.0, &cp).get(&1).copied(), Some(10 * MS), "{cp:?}");
         assert_eq!(per_tid(&p.0, &cp).get(&2), None);
+    }
+
+    #[test]
+    fn a_thread_started_late_hands_the_time_before_it_back_to_its_creator() {
+        // Main (1) computes [0, 8] ms, starts 2 and waits for it [8, 10]; 2's first
+        // sample covers [9, 10], it ends last.
+        let p = P::new(&[(1, None)])
+            .thread(1, 2)
+            .on(1, 0, 8)
+            .off(1, 8 * MS, 10 * MS, Some((2, 10 * MS)))
+            .on(2, 9, 11);
+        let cp = p.path(&[]);
+        let by = per_tid(&p.0, &cp);
+        assert_eq!(by.get(&1).copied(), Some(8 * MS), "{cp:?}");
+        assert_eq!(by.get(&2).copied(), Some(3 * MS), "{cp:?}");
     }
 
     #[test]
