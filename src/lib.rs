@@ -29,7 +29,7 @@ use plan::Plan;
 
 /// Parse `args` (argv, program name first), do the job, and return the exit code:
 /// 0 ok, 1 the target failed, 2 usage or tool error, 130 interrupted.
-pub fn run(args: Vec<String>) -> i32 {
+pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
     let plan = match cli::parse(args) {
         cli::Parsed::Plan(p) => p,
         cli::Parsed::Print {

@@ -71,7 +71,11 @@ fn run_all(
             format!("run {}", i - plan.warmup + 1)
         };
         if let Ok(mut l) = log.lock() {
-            let _ = writeln!(l, "=== profmap: {label} of {} ===", spec.argv().join(" "));
+            let _ = writeln!(
+                l,
+                "=== profmap: {label} of {} ===",
+                spec.argv_lossy().join(" ")
+            );
         }
         if signals::interrupted() {
             return Ok((baseline, Outcome::Interrupted));

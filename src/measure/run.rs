@@ -100,7 +100,7 @@ pub fn run_once(
         return Err(Error::Interrupted);
     }
     let start = Instant::now();
-    let launched = match susp.release(&spec.program) {
+    let launched = match susp.release(&spec.program_lossy()) {
         Ok(l) => l,
         Err(e) => {
             signals::set_target(0);

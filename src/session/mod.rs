@@ -60,7 +60,7 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
         },
     };
     let mut rec = Recording::new(session_meta(
-        &plan.target.argv(),
+        &plan.target.argv_lossy(),
         plan.output.run_id.clone(),
     ));
 
@@ -222,7 +222,7 @@ fn profiled_run(
         let _ = writeln!(
             l,
             "=== profmap: profiled run of {} ===",
-            plan.target.argv().join(" ")
+            plan.target.argv_lossy().join(" ")
         );
     }
     let mut hooks = hooks::Profile::new(plan.sample.clone());

@@ -11,10 +11,11 @@
 //! Between fork and exec the child only makes async-signal-safe calls: every C string
 //! is prepared before the fork.
 
-use std::ffi::CString;
+use std::ffi::{CString, OsStr};
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::Error;
@@ -40,9 +41,9 @@ pub struct Launched {
 
 /// Resolve the program like `execvp` would, so that a missing or non-executable
 /// command is reported before anything is created.
-pub fn resolve_program(program: &str) -> Result<PathBuf, Error> {
+pub fn resolve_program(program: &OsStr) -> Result<PathBuf, Error> {
     let cannot = |reason: &str| Error::CannotRun {
-        name: program.to_string(),
+        name: program.to_string_lossy().into_owned(),
         reason: reason.to_string(),
     };
     if program.is_empty() {
@@ -60,7 +61,7 @@ pub fn resolve_program(program: &str) -> Result<PathBuf, Error> {
         }
         Ok(p.to_path_buf())
     };
-    if program.contains('/') {
+    if program.as_bytes().contains(&b'/') {
         return check(Path::new(program));
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
@@ -104,9 +105,9 @@ pub fn pipe() -> Result<(OwnedFd, OwnedFd), Error> {
 /// Fork the target, stopped before exec. Call `Suspended::release` to let it run, or
 /// drop it to cancel (the child then exits without running the target).
 pub fn spawn_suspended(spec: &TargetSpec) -> Result<Suspended, Error> {
-    let to_c = |s: &str| {
+    let to_c = |s: &OsStr| {
         CString::new(s.as_bytes()).map_err(|_| Error::CannotRun {
-            name: spec.program.clone(),
+            name: spec.program_lossy(),
             reason: "argument contains a NUL byte".into(),
         })
     };

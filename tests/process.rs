@@ -1,0 +1,110 @@
+//! Edge cases of input, streams, signals and process trees, through the profmap binary
+//! (and the library's launcher where the binary cannot be timed): nothing panics (exit
+//! code never 101), nothing is left running, and the outputs are kept.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::ffi::OsStringExt;
+use std::process::{Command, Stdio};
+
+use common::{profmap, read_json, valid_map};
+use predicates::prelude::*;
+
+fn out_dir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("tempdir")
+}
+
+/// The profmap binary as a plain `Command` (for spawning and signalling it).
+fn profmap_cmd() -> Command {
+    let mut c = Command::new(assert_cmd::cargo::cargo_bin("profmap"));
+    c.env("NO_COLOR", "1");
+    c
+}
+
+#[test]
+fn non_utf8_argv_and_out_run_the_target() {
+    let d = out_dir();
+    let out = d.path().join(OsString::from_vec(b"out-\xff\xfe".to_vec()));
+    let arg = OsString::from_vec(b"arg-\xff".to_vec());
+    let assert = profmap()
+        .args(["bench", "--runs", "1", "--warmup", "0", "--out"])
+        .arg(&out)
+        .args(["--", "sh", "-c", "printf '%s' \"$1\" | wc -c", "sh"])
+        .arg(&arg)
+        .assert()
+        .success();
+    // The target got the argument byte for byte: 5 bytes.
+    assert_eq!(
+        String::from_utf8_lossy(&assert.get_output().stdout).trim(),
+        "5"
+    );
+    let summary = read_json(&out.join("summary.json"));
+    let cmd = summary["command"].as_array().expect("command");
+    assert_eq!(cmd.last().and_then(|v| v.as_str()), Some("arg-\u{fffd}"));
+    valid_map(&out);
+}
+
+#[test]
+fn an_overflowing_timeout_is_a_usage_error() {
+    profmap()
+        .args(["bench", "--timeout", "99999999999999999h", "--", "true"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("too long"));
+}
+
+#[test]
+fn a_closed_stdout_is_not_an_error_of_the_run() {
+    let d = out_dir();
+    let mut child = profmap_cmd()
+        .args(["bench", "--runs", "1", "--warmup", "0", "--out"])
+        .arg(d.path())
+        .args(["--", "seq", "1", "300000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn profmap");
+    // Like `| head -2`: read two lines, then close the pipe.
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    assert_eq!(lines.next().expect("a line").expect("utf-8"), "1");
+    assert_eq!(lines.next().expect("a line").expect("utf-8"), "2");
+    drop(lines);
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    let summary = read_json(&d.path().join("summary.json"));
+    assert_eq!(summary["status"], "completed");
+    assert_eq!(summary["exit_codes"], serde_json::json!([0]));
+    let log = std::fs::read_to_string(d.path().join("run.log")).expect("run.log");
+    assert!(log.contains("\n300000\n"), "the log keeps all the output");
+}
+
+#[test]
+fn a_full_stdout_is_not_an_error_of_the_run() {
+    let d = out_dir();
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let mut child = profmap_cmd()
+        .args(["run", "--runs", "1", "--warmup", "0", "--out"])
+        .arg(d.path())
+        .args(["--", "seq", "1", "100000"])
+        .stdout(full)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn profmap");
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err)
+        .expect("read stderr");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(0), "{status:?}: {err}");
+    valid_map(d.path());
+}
