@@ -10,6 +10,7 @@ use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::ffi::OsStringExt;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use common::{profmap, read_json, valid_map};
 use predicates::prelude::*;
@@ -23,6 +24,11 @@ fn profmap_cmd() -> Command {
     let mut c = Command::new(assert_cmd::cargo::cargo_bin("profmap"));
     c.env("NO_COLOR", "1");
     c
+}
+
+fn kill(pid: u32, sig: i32) {
+    // SAFETY: plain kill on a pid this test started.
+    unsafe { libc::kill(pid as i32, sig) };
 }
 
 #[test]
@@ -107,4 +113,58 @@ fn a_full_stdout_is_not_an_error_of_the_run() {
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), Some(0), "{status:?}: {err}");
     valid_map(d.path());
+}
+
+/// Not a test on its own: the stand-in for a profmap that gets killed, run by
+/// `the_target_dies_with_a_killed_profmap` as a copy of this binary. It launches
+/// `sh -c 'sleep 1; touch MARKER'` through the library, prints its pid, and hangs.
+#[test]
+fn helper_launch_then_hang() {
+    let Some(marker) = std::env::var_os("PROFMAP_HELPER_MARKER") else {
+        return;
+    };
+    let spec = profmap::plan::TargetSpec {
+        program: "sh".into(),
+        args: vec!["-c".into(), "sleep 1; touch \"$0\"".into(), marker],
+    };
+    let susp = profmap::target::spawn_suspended(&spec).expect("spawn suspended");
+    let launched = susp.release("sh").expect("release");
+    println!("target-pid={}", launched.pid);
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+#[test]
+fn the_target_dies_with_a_killed_profmap() {
+    let d = out_dir();
+    let marker = d.path().join("marker");
+    let mut helper = Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--exact", "helper_launch_then_hang", "--nocapture"])
+        .env("PROFMAP_HELPER_MARKER", &marker)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn helper");
+    let lines = BufReader::new(helper.stdout.take().expect("stdout")).lines();
+    let pid: i32 = lines
+        .map_while(Result::ok)
+        .find_map(|l| l.strip_prefix("target-pid=").and_then(|p| p.parse().ok()))
+        .expect("the helper printed the target's pid");
+    kill(helper.id(), libc::SIGKILL);
+    helper.wait().expect("wait helper");
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(
+        !marker.exists(),
+        "the target ran on after its launcher died"
+    );
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .trim_start()
+        .chars()
+        .next();
+    assert!(
+        matches!(state, None | Some('Z')),
+        "target still running: {stat}"
+    );
 }

@@ -10,6 +10,12 @@
 //!
 //! Between fork and exec the child only makes async-signal-safe calls: every C string
 //! is prepared before the fork.
+//!
+//! The child asks for SIGKILL when its parent dies (`PR_SET_PDEATHSIG`, kept across
+//! exec), then checks that the parent is still there: if profmap is killed — even with
+//! SIGKILL, before or after the release — the target's main process goes with it
+//! instead of running on unprofiled and orphaned. (The signal is tied to the thread
+//! that forked: launch from a thread that outlives the run, as the main thread does.)
 
 use std::ffi::{CString, OsStr};
 use std::fs::File;
@@ -123,6 +129,8 @@ pub fn spawn_suspended(spec: &TargetSpec) -> Result<Suspended, Error> {
     let (error_r, error_w) = pipe()?;
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
+    // SAFETY: getpid cannot fail.
+    let parent = unsafe { libc::getpid() };
 
     // SAFETY: the child branch only calls async-signal-safe functions on data prepared
     // above, then execs or _exits.
@@ -137,6 +145,7 @@ pub fn spawn_suspended(spec: &TargetSpec) -> Result<Suspended, Error> {
         // SAFETY: see above; every pointer is valid until exec.
         unsafe {
             child_after_fork(
+                parent,
                 devnull.as_raw_fd(),
                 out_w.as_raw_fd(),
                 err_w.as_raw_fd(),
@@ -167,7 +176,9 @@ pub fn spawn_suspended(spec: &TargetSpec) -> Result<Suspended, Error> {
 }
 
 /// The child side: never returns.
+#[allow(clippy::too_many_arguments)]
 unsafe fn child_after_fork(
+    parent: i32,
     stdin_fd: i32,
     out_fd: i32,
     err_fd: i32,
@@ -184,6 +195,11 @@ unsafe fn child_after_fork(
             libc::close(fd);
         }
         libc::setpgid(0, 0);
+        // Die with profmap; if it is already gone, do not start at all.
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        if libc::getppid() != parent {
+            libc::_exit(127);
+        }
         // Rust ignores SIGPIPE; the target expects the default dispositions and mask.
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         libc::signal(libc::SIGINT, libc::SIG_DFL);
