@@ -10,7 +10,7 @@ use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::ffi::OsStringExt;
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{profmap, read_json, valid_map};
 use predicates::prelude::*;
@@ -24,6 +24,24 @@ fn profmap_cmd() -> Command {
     let mut c = Command::new(assert_cmd::cargo::cargo_bin("profmap"));
     c.env("NO_COLOR", "1");
     c
+}
+
+/// Pids of processes whose command line matches `pattern` (pgrep -f).
+fn pgrep(pattern: &str) -> String {
+    let out = Command::new("pgrep")
+        .args(["-f", pattern])
+        .output()
+        .expect("pgrep");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Wait up to 20 s for a process matching `pattern` to exist.
+fn wait_for(pattern: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline && pgrep(pattern).is_empty() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!pgrep(pattern).is_empty(), "{pattern} never started");
 }
 
 fn kill(pid: u32, sig: i32) {
@@ -166,5 +184,158 @@ fn the_target_dies_with_a_killed_profmap() {
     assert!(
         matches!(state, None | Some('Z')),
         "target still running: {stat}"
+    );
+}
+
+/// Spawn `profmap bench --runs 1 --warmup 0 [extra] --out D -- sh -c SCRIPT`, stderr piped.
+fn spawn_bench(d: &std::path::Path, extra: &[&str], script: &str) -> std::process::Child {
+    profmap_cmd()
+        .args(["bench", "--runs", "1", "--warmup", "0"])
+        .args(extra)
+        .arg("--out")
+        .arg(d)
+        .args(["--", "sh", "-c", script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn profmap")
+}
+
+/// Wait for `child` (at most `limit`), returning its exit code and stderr.
+fn finish(mut child: std::process::Child, limit: Duration) -> (Option<i32>, String, Duration) {
+    let start = Instant::now();
+    let mut stderr = child.stderr.take().expect("stderr");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    while start.elapsed() < limit {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            let err = reader.join().expect("reader");
+            return (st.code(), err, start.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!(
+        "profmap still running after {limit:?}: {}",
+        reader.join().expect("reader")
+    );
+}
+
+/// The state letter of a process (R, S, T, Z...), None once gone.
+fn state_of(pid: &str) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')').next()?.trim_start().chars().next()
+}
+
+#[test]
+fn a_setsid_daemon_is_reported_and_two_ctrl_c_end_it() {
+    let d = out_dir();
+    let child = spawn_bench(
+        d.path(),
+        &[],
+        "( setsid sh -c 'exec sleep 333.25' & ); exit 0",
+    );
+    wait_for("^sleep 333.25");
+    // Let profmap notice that the daemon outlived the command.
+    std::thread::sleep(Duration::from_millis(1600));
+    let pid = child.id();
+    kill(pid, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(100));
+    kill(pid, libc::SIGINT);
+    let (code, err, took) = finish(child, Duration::from_secs(15));
+    assert_eq!(code, Some(130), "{err}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert!(
+        err.contains("1 process still running after the command exited: sleep (pid"),
+        "{err}"
+    );
+    assert!(
+        pgrep("^sleep 333.25").is_empty(),
+        "the daemon is left running"
+    );
+    let map = valid_map(d.path());
+    let warnings = map.to_string();
+    assert!(warnings.contains("outlived the command"), "{warnings}");
+}
+
+#[test]
+fn sigterm_terminates_the_whole_tree_and_exits_143() {
+    let d = out_dir();
+    // Both the shell and its setsid'd daemon ignore TERM: only the KILL ends them.
+    let script = "trap '' TERM; ( setsid sh -c 'exec sleep 334.25' & ); sleep 334.5";
+    let child = spawn_bench(d.path(), &[], script);
+    wait_for("^sleep 334.25");
+    wait_for("^sleep 334.5");
+    kill(child.id(), libc::SIGTERM);
+    let (code, err, took) = finish(child, Duration::from_secs(15));
+    assert_eq!(code, Some(143), "{err}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert!(pgrep("^sleep 334").is_empty(), "left running");
+    valid_map(d.path());
+}
+
+#[test]
+fn a_target_that_stops_itself_is_reported_and_times_out() {
+    let d = out_dir();
+    let child = spawn_bench(
+        d.path(),
+        &["--timeout", "6s"],
+        "kill -STOP $$; echo stopped-335",
+    );
+    let (code, err, took) = finish(child, Duration::from_secs(20));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(took < Duration::from_secs(12), "took {took:?}");
+    assert!(err.contains("has been stopped for 3 s: sh (pid"), "{err}");
+    assert!(err.contains("timed out"), "{err}");
+    assert!(pgrep("stopped-335").is_empty(), "left running");
+    let summary = read_json(&d.path().join("summary.json"));
+    assert!(
+        summary["warnings"].to_string().contains("stopped itself"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn ctrl_z_stops_the_target_too_and_is_left_out_of_the_wall_time() {
+    let d = out_dir();
+    let script = "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; : busy-336";
+    let start = Instant::now();
+    let child = spawn_bench(d.path(), &[], script);
+    // The shell itself (profmap's own command line holds the script too).
+    wait_for("^sh -c i=0.*busy-336");
+    let target = pgrep("^sh -c i=0.*busy-336");
+    std::thread::sleep(Duration::from_millis(200));
+    kill(child.id(), libc::SIGTSTP);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        state_of(&target),
+        Some('T'),
+        "the target is stopped with profmap"
+    );
+    let pause = Duration::from_millis(2500);
+    std::thread::sleep(pause);
+    kill(child.id(), libc::SIGCONT);
+    let (code, err, _) = finish(child, Duration::from_secs(60));
+    let total = start.elapsed();
+    assert_eq!(code, Some(0), "{err}");
+    let map = valid_map(d.path());
+    let wall = common::baseline(&map)["wall_time_ms"]
+        .as_f64()
+        .expect("wall");
+    let bound = (total - pause).as_secs_f64() * 1e3;
+    assert!(
+        wall < bound,
+        "wall {wall} ms includes the pause (total {total:?})"
+    );
+    let summary = read_json(&d.path().join("summary.json"));
+    assert!(
+        summary["warnings"]
+            .to_string()
+            .contains("suspended (Ctrl-Z)"),
+        "{summary}"
     );
 }

@@ -9,8 +9,11 @@ pub mod poll;
 pub mod procfs;
 pub mod run;
 pub mod signals;
+pub mod supervise;
 
-pub use run::{Echo, LogSink, RunHooks, RunOptions, monotonic_ns, run_once};
+pub use run::{
+    Echo, LogSink, Notes, RunHooks, RunOptions, monotonic_ns, push_note, run_once, take_notes,
+};
 
 use std::io::Write;
 

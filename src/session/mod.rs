@@ -58,6 +58,7 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
         } else {
             Echo::Terminal
         },
+        notes: Default::default(),
     };
     let mut rec = Recording::new(session_meta(
         &plan.target.argv_lossy(),
@@ -142,6 +143,7 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
         (status, code) = (outcome.status, outcome.code);
         message = Some(outcome.message);
     }
+    rec.warnings.extend(measure::take_notes(&opts.notes));
     if let Ok(mut l) = log.lock() {
         for w in &rec.warnings {
             let _ = writeln!(l, "profmap: warning: {w}");
