@@ -130,7 +130,7 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
                 return Err(Error::Interrupted);
             }
             Outcome::Interrupted => {
-                status = Status::Blocked;
+                status = Status::Interrupted;
                 message = Some("interrupted by the user; outputs hold what was measured".into());
                 code = 130;
             }
@@ -233,7 +233,7 @@ fn profiled_run(
         Err(Error::Interrupted) if rec.baseline.is_none() => return Err(Error::Interrupted),
         Err(Error::Interrupted) => {
             return Ok(Some(Setback {
-                status: Status::Blocked,
+                status: Status::Interrupted,
                 code: 130,
                 message: "interrupted by the user before the profiled run started".into(),
             }));
@@ -258,7 +258,7 @@ fn profiled_run(
     rec.sampled = Some(prof);
     if exit == ExitStatus::Interrupted || measure::signals::interrupted() {
         return Ok(Some(Setback {
-            status: Status::Blocked,
+            status: Status::Interrupted,
             code: 130,
             message:
                 "interrupted by the user during the profiled run; outputs hold what was measured"
