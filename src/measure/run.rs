@@ -21,14 +21,14 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::poll::Poller;
+use super::poll::{PollResult, Poller};
 use super::procfs::{self, ProcIo};
 use super::signals;
 use super::supervise::{Supervisor, Watch};
 use crate::error::Error;
 use crate::plan::TargetSpec;
 use crate::profile::{ExitStatus, RunMeasurement};
-use crate::target;
+use crate::target::{self, Launched};
 
 /// Where the target's output goes besides run.log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,30 +110,8 @@ pub fn run_once(
     index: u32,
     warmup: bool,
 ) -> Result<RunMeasurement, Error> {
-    let susp = target::spawn_suspended(spec)?;
-    let pid = susp.pid;
-    if let Err(e) = hooks.before_release(pid) {
-        drop(susp); // the child exits without running the target
-        target::launch::reap(pid);
-        return Err(e);
-    }
-    signals::set_target(pid);
-    if signals::interrupted() {
-        // Ctrl-C came while the target was being set up: do not start it at all.
-        signals::set_target(0);
-        drop(susp);
-        target::launch::reap(pid);
-        return Err(Error::Interrupted);
-    }
-    let start = Instant::now();
-    let suspended_at_start = signals::suspended_ns();
-    let launched = match susp.release(&spec.program_lossy()) {
-        Ok(l) => l,
-        Err(e) => {
-            signals::set_target(0);
-            return Err(e);
-        }
-    };
+    let (launched, start, suspended_at_start) = launch(spec, hooks)?;
+    let pid = launched.pid;
     hooks.after_release(monotonic_ns());
     let poller = Poller::start(pid, start, opts.poll_interval, opts.timeline_every);
     let out_echo = match opts.echo {
@@ -180,7 +158,6 @@ pub fn run_once(
         );
     }
     let counted = hooks.after_exit();
-
     let exit = if timed_out {
         ExitStatus::Timeout
     } else if signals::interrupted() {
@@ -188,6 +165,54 @@ pub fn run_once(
     } else {
         reaped.main_status.unwrap_or(ExitStatus::Code { code: -1 })
     };
+    Ok(measurement(
+        (index, warmup, pid),
+        wall,
+        exit,
+        &reaped,
+        poll,
+        counted,
+    ))
+}
+
+/// Fork the target suspended, let the hooks attach, release it. Returns it with the
+/// start instant and `signals::suspended_ns()` at the start.
+fn launch(spec: &TargetSpec, hooks: &mut dyn RunHooks) -> Result<(Launched, Instant, u64), Error> {
+    let susp = target::spawn_suspended(spec)?;
+    let pid = susp.pid;
+    if let Err(e) = hooks.before_release(pid) {
+        drop(susp); // the child exits without running the target
+        target::launch::reap(pid);
+        return Err(e);
+    }
+    signals::set_target(pid);
+    if signals::interrupted() {
+        // Ctrl-C came while the target was being set up: do not start it at all.
+        signals::set_target(0);
+        drop(susp);
+        target::launch::reap(pid);
+        return Err(Error::Interrupted);
+    }
+    let start = Instant::now();
+    let suspended_at_start = signals::suspended_ns();
+    match susp.release(&spec.program_lossy()) {
+        Ok(l) => Ok((l, start, suspended_at_start)),
+        Err(e) => {
+            signals::set_target(0);
+            Err(e)
+        }
+    }
+}
+
+/// The figures of one run, from what the reaper, the poller and the hooks found.
+fn measurement(
+    (index, warmup, pid): (u32, bool, i32),
+    wall: Duration,
+    exit: ExitStatus,
+    reaped: &Reaped,
+    poll: PollResult,
+    counted: Option<u64>,
+) -> RunMeasurement {
     let mut seen = poll.seen_pids.clone();
     seen.extend(reaped.pids.iter().copied());
     let (processes, basis) = match counted {
@@ -195,7 +220,7 @@ pub fn run_once(
         None => (seen.len().max(1) as u64, "observed"),
     };
     let ru = &reaped.rusage;
-    Ok(RunMeasurement {
+    RunMeasurement {
         index,
         warmup,
         pid,
@@ -221,7 +246,7 @@ pub fn run_once(
         threads_peak: poll.threads_peak.max(1),
         exit,
         timeline: poll.timeline,
-    })
+    }
 }
 
 #[derive(Debug, Default)]
