@@ -82,6 +82,17 @@ fn an_overflowing_timeout_is_a_usage_error() {
 }
 
 #[test]
+fn run_counts_that_would_overflow_are_usage_errors() {
+    for flag in ["--warmup", "--runs"] {
+        profmap()
+            .args(["bench", flag, "4294967295", "--", "true"])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("not in"));
+    }
+}
+
+#[test]
 fn a_closed_stdout_is_not_an_error_of_the_run() {
     let d = out_dir();
     let mut child = profmap_cmd()

@@ -58,11 +58,11 @@ struct CommonOut {
 
 #[derive(Debug, Args)]
 struct SessionArgs {
-    /// Counted runs.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Counted runs (at most 100000).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     runs: u32,
-    /// Discarded warm-up runs before the counted ones.
-    #[arg(long, default_value_t = 1)]
+    /// Discarded warm-up runs before the counted ones (at most 100000).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(..=100_000))]
     warmup: u32,
     /// Stop a run after this long (e.g. 30s, 500ms, 2m); the whole tree is terminated.
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
