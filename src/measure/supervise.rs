@@ -188,7 +188,7 @@ fn watch_outliving(w: &Watch, tree: &[Member], seen: &mut Seen, o: &mut Outcome)
         w.quiet,
         &format!(
             "{n} {} still running after the command exited: {} — waiting for {} to exit \
-             (Ctrl-C stops the whole tree, a second Ctrl-C kills it)",
+             (Ctrl-C is forwarded to the whole tree; a second Ctrl-C kills it)",
             plural(n),
             describe(tree),
             if n == 1 { "it" } else { "them" },
