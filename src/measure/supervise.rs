@@ -1,7 +1,7 @@
 //! The supervisor: a thread that watches one run's process tree while the main thread
 //! reaps it, and acts on what the tree or the user does.
 //!
-//! Every 50 ms it lists the tree (every descendant of profmap, which is the subreaper:
+//! Every 200 ms it lists the tree (every descendant of profmap, which is the subreaper:
 //! orphans and setsid'd daemons reparent to it, so they stay in view) and:
 //! - keeps the signal handlers' list of members outside the target's process group
 //!   current, and forwards a first Ctrl-C to them (the handler reaches the group);
@@ -26,6 +26,9 @@ use crate::target::tree;
 use crate::ui;
 
 const TICK: Duration = Duration::from_millis(50);
+/// The tree is listed every this many ticks (200 ms), and at once on a first Ctrl-C:
+/// cheap enough not to compete with short targets on a busy machine.
+const SCAN_EVERY: u32 = 4;
 /// How long processes must outlive the command before we say so.
 const OUTLIVE_AFTER: Duration = Duration::from_secs(1);
 /// How long every process must be stopped before we say so.
@@ -126,7 +129,9 @@ struct Seen {
 fn supervise(w: &Watch, done: &Receiver<()>) -> Outcome {
     let mut o = Outcome::default();
     let mut seen = Seen::default();
+    let mut tick = 0u32;
     loop {
+        tick = tick.wrapping_add(1);
         if !matches!(done.recv_timeout(TICK), Err(RecvTimeoutError::Timeout)) {
             return o;
         }
@@ -143,6 +148,10 @@ fn supervise(w: &Watch, done: &Receiver<()>) -> Outcome {
             terminate(w.pgid, w.grace, done);
             return o;
         }
+        let first_interrupt = signals::interrupted() && !seen.forwarded_interrupt;
+        if !tick.is_multiple_of(SCAN_EVERY) && !first_interrupt {
+            continue;
+        }
         let tree = members();
         let outsiders: Vec<i32> = tree
             .iter()
@@ -150,7 +159,7 @@ fn supervise(w: &Watch, done: &Receiver<()>) -> Outcome {
             .map(|m| m.pid)
             .collect();
         signals::set_outsiders(&outsiders);
-        if signals::interrupted() && !seen.forwarded_interrupt {
+        if first_interrupt {
             seen.forwarded_interrupt = true;
             for p in &outsiders {
                 // SAFETY: plain kill; a vanished pid only yields ESRCH.
