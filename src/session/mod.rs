@@ -188,15 +188,17 @@ pub fn report(plan: &ReportPlan) -> Result<i32, Error> {
     Ok(0)
 }
 
-/// The status a recording stands for: failed when a run failed, else completed.
+/// The status a recording stands for: interrupted when a run was, failed when a run
+/// failed, else completed.
 fn status_of(rec: &Recording) -> Status {
-    let failed = rec
+    let mut runs = rec
         .baseline
         .iter()
         .flat_map(|b| b.runs.iter())
-        .chain(rec.profiled_run.iter())
-        .any(|r| !r.exit.success());
-    if failed {
+        .chain(rec.profiled_run.iter());
+    if runs.clone().any(|r| r.exit == ExitStatus::Interrupted) {
+        Status::Interrupted
+    } else if runs.any(|r| !r.exit.success()) {
         Status::Failed
     } else {
         Status::Completed
