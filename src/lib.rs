@@ -28,8 +28,9 @@ pub mod ui;
 use plan::Plan;
 
 /// Parse `args` (argv, program name first), do the job, and return the exit code:
-/// 0 ok, 1 the target failed, 2 usage or tool error, 130 interrupted.
-pub fn run(args: Vec<String>) -> i32 {
+/// 0 ok, 1 the target failed, 2 usage or tool error, 130 interrupted (143 by SIGTERM,
+/// 129 by SIGHUP).
+pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
     let plan = match cli::parse(args) {
         cli::Parsed::Plan(p) => p,
         cli::Parsed::Print {
@@ -53,11 +54,17 @@ pub fn run(args: Vec<String>) -> i32 {
             Ok(0)
         }
     };
-    match result {
+    let code = match result {
         Ok(code) => code,
         Err(e) => {
             ui::to_stderr(&format!("profmap: {e}\n"));
             e.exit_code()
         }
+    };
+    // Interrupted: 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP.
+    if code == 130 {
+        measure::signals::exit_code()
+    } else {
+        code
     }
 }

@@ -1,6 +1,7 @@
 //! What to do, as plain data: the CLI turns arguments into these structs and the core
 //! never sees clap.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -33,18 +34,31 @@ pub struct SessionPlan {
     pub output: OutputPlan,
 }
 
-/// The command to launch.
+/// The command to launch, byte for byte as given (argv need not be UTF-8).
 #[derive(Debug, Clone)]
 pub struct TargetSpec {
-    pub program: String,
-    pub args: Vec<String>,
+    pub program: OsString,
+    pub args: Vec<OsString>,
 }
 
 impl TargetSpec {
-    pub fn argv(&self) -> Vec<String> {
+    pub fn argv(&self) -> Vec<OsString> {
         std::iter::once(self.program.clone())
             .chain(self.args.iter().cloned())
             .collect()
+    }
+
+    /// The command for people and reports: non-UTF-8 bytes shown as U+FFFD.
+    pub fn argv_lossy(&self) -> Vec<String> {
+        self.argv()
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// The program's name for messages.
+    pub fn program_lossy(&self) -> String {
+        self.program.to_string_lossy().into_owned()
     }
 }
 

@@ -237,7 +237,17 @@ fn ctrl_c_is_forwarded_and_outputs_are_written() {
     );
     assert_eq!(
         read_json(&d.path().join("summary.json"))["status"],
-        "blocked"
+        "interrupted"
+    );
+    // Re-analysed, the recording still says so.
+    profmap()
+        .args(["report", "-q"])
+        .arg(d.path())
+        .assert()
+        .success();
+    assert_eq!(
+        read_json(&d.path().join("summary.json"))["status"],
+        "interrupted"
     );
     let left = std::process::Command::new("pgrep")
         .args(["-f", "sleep 42.5"])

@@ -90,8 +90,8 @@ fn spawn(program: &str, args: &[&str]) -> profmap::target::Suspended {
     require_perf();
     profmap::target::become_subreaper();
     let spec = TargetSpec {
-        program: program.to_string(),
-        args: args.iter().map(|s| s.to_string()).collect(),
+        program: program.into(),
+        args: args.iter().map(|s| s.into()).collect(),
     };
     profmap::target::spawn_suspended(&spec).expect("spawn suspended")
 }

@@ -1,6 +1,7 @@
 //! Command-line definitions (clap) and their conversion into plain `plan` structs.
 //! Nothing outside this module sees clap.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -57,11 +58,11 @@ struct CommonOut {
 
 #[derive(Debug, Args)]
 struct SessionArgs {
-    /// Counted runs.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Counted runs (at most 100000).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     runs: u32,
-    /// Discarded warm-up runs before the counted ones.
-    #[arg(long, default_value_t = 1)]
+    /// Discarded warm-up runs before the counted ones (at most 100000).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(..=100_000))]
     warmup: u32,
     /// Stop a run after this long (e.g. 30s, 500ms, 2m); the whole tree is terminated.
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
@@ -88,8 +89,8 @@ struct SessionArgs {
     #[command(flatten)]
     out: CommonOut,
     /// The command to measure, after `--`.
-    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
-    command: Vec<String>,
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD", value_parser = clap::value_parser!(OsString))]
+    command: Vec<OsString>,
 }
 
 #[derive(Debug, Args)]
@@ -100,6 +101,9 @@ struct ReportArgs {
     #[command(flatten)]
     out: CommonOut,
 }
+
+/// The longest duration accepted: far beyond any run, and far from `Instant` overflow.
+const MAX_DURATION_S: f64 = 365.0 * 86_400.0;
 
 /// Parse "250ms", "10s", "2m", "1h" or a plain number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -123,6 +127,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     if !(secs > 0.0 && secs.is_finite()) {
         return Err(format!("duration must be positive: '{s}'"));
     }
+    if secs > MAX_DURATION_S {
+        return Err(format!("'{s}' is too long (at most 365 days)"));
+    }
     Ok(Duration::from_secs_f64(secs))
 }
 
@@ -138,7 +145,8 @@ pub enum Parsed {
 }
 
 /// Turn argv into a plan. Usage errors come back as text with examples and exit 2.
-pub fn parse(args: Vec<String>) -> Parsed {
+/// Arguments need not be UTF-8: the target's command and paths keep their bytes.
+pub fn parse(args: Vec<OsString>) -> Parsed {
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
@@ -221,6 +229,8 @@ mod tests {
         assert!(parse_duration("abc").is_err());
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("3 fortnights").is_err());
+        assert!(parse_duration("99999999999999999h").is_err());
+        assert!(parse_duration("1e300").is_err());
     }
 
     #[test]
@@ -228,7 +238,7 @@ mod tests {
         let Parsed::Plan(Plan::Session(s)) = parse(
             ["profmap", "bench", "--runs", "2", "--", "ls", "-l", "--all"]
                 .iter()
-                .map(|s| s.to_string())
+                .map(OsString::from)
                 .collect(),
         ) else {
             panic!("expected a session plan");

@@ -9,8 +9,11 @@ pub mod poll;
 pub mod procfs;
 pub mod run;
 pub mod signals;
+pub mod supervise;
 
-pub use run::{Echo, LogSink, RunHooks, RunOptions, monotonic_ns, run_once};
+pub use run::{
+    Echo, LogSink, Notes, RunHooks, RunOptions, monotonic_ns, push_note, run_once, take_notes,
+};
 
 use std::io::Write;
 
@@ -71,7 +74,11 @@ fn run_all(
             format!("run {}", i - plan.warmup + 1)
         };
         if let Ok(mut l) = log.lock() {
-            let _ = writeln!(l, "=== profmap: {label} of {} ===", spec.argv().join(" "));
+            let _ = writeln!(
+                l,
+                "=== profmap: {label} of {} ===",
+                spec.argv_lossy().join(" ")
+            );
         }
         if signals::interrupted() {
             return Ok((baseline, Outcome::Interrupted));

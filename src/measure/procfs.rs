@@ -5,7 +5,11 @@
 /// Fields of /proc/PID/stat that the baseline uses.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ProcStat {
+    /// State letter: R, S, D, T (stopped), Z (zombie), ...
+    pub state: u8,
     pub ppid: i32,
+    /// Process group.
+    pub pgrp: i32,
     /// user + system CPU time in clock ticks.
     pub cpu_ticks: u64,
     pub num_threads: u64,
@@ -43,11 +47,20 @@ pub fn parse_stat(s: &str) -> Option<ProcStat> {
     let f: Vec<&str> = rest.split_whitespace().collect();
     let num = |n: usize| f.get(n - 3).and_then(|x| x.parse::<u64>().ok());
     Some(ProcStat {
+        state: f.first().and_then(|x| x.bytes().next())?,
         ppid: f.get(1).and_then(|x| x.parse().ok())?,
+        pgrp: f.get(2).and_then(|x| x.parse().ok())?,
         cpu_ticks: num(14)? + num(15)?,
         num_threads: num(20)?,
         rss_pages: num(24)?,
     })
+}
+
+/// The process's command name (`/proc/PID/comm`), "?" once it is gone.
+pub fn read_comm(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|s| s.trim_end().to_string())
+        .unwrap_or_else(|_| "?".into())
 }
 
 pub fn read_io(pid: i32) -> Option<ProcIo> {

@@ -8,24 +8,27 @@
 //! children therefore covers the whole tree, double-forked orphans included. The run
 //! ends when `waitid` says there is no child left.
 //!
-//! A watchdog thread enforces the timeout (TERM to the whole tree, KILL after a grace
-//! period); a poller thread samples /proc for memory and the timeline; two threads copy
+//! A supervisor thread (`supervise.rs`) enforces the timeout and Ctrl-C on the whole
+//! tree and says when processes outlive the command or the tree sits stopped; time
+//! profmap spent stopped by Ctrl-Z (the tree stopped with it) is left out of the wall
+//! time. A poller thread samples /proc for memory and the timeline; two threads copy
 //! the target's stdout and stderr to `run.log` and, unless quiet, to the terminal.
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::sync::mpsc::{RecvTimeoutError, channel};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::poll::Poller;
+use super::poll::{PollResult, Poller};
 use super::procfs::{self, ProcIo};
 use super::signals;
+use super::supervise::{Supervisor, Watch};
 use crate::error::Error;
 use crate::plan::TargetSpec;
 use crate::profile::{ExitStatus, RunMeasurement};
-use crate::target::{self, tree};
+use crate::target::{self, Launched};
 
 /// Where the target's output goes besides run.log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +65,29 @@ pub struct RunOptions {
     pub timeline_every: Duration,
     pub kill_grace: Duration,
     pub echo: Echo,
+    /// Warnings about the runs (processes outliving the command, a stopped tree, time
+    /// suspended by Ctrl-Z), for the map; each text once.
+    pub notes: Notes,
+}
+
+/// Warnings collected across runs.
+pub type Notes = Arc<Mutex<Vec<String>>>;
+
+/// Add `text` to `notes` unless it is there already.
+pub fn push_note(notes: &Notes, text: String) {
+    if let Ok(mut n) = notes.lock()
+        && !n.contains(&text)
+    {
+        n.push(text);
+    }
+}
+
+/// Take every note collected so far.
+pub fn take_notes(notes: &Notes) -> Vec<String> {
+    notes
+        .lock()
+        .map(|mut n| std::mem::take(&mut *n))
+        .unwrap_or_default()
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (the clock perf events are told to use).
@@ -84,6 +110,74 @@ pub fn run_once(
     index: u32,
     warmup: bool,
 ) -> Result<RunMeasurement, Error> {
+    let (launched, start, suspended_at_start) = launch(spec, hooks)?;
+    let pid = launched.pid;
+    hooks.after_release(monotonic_ns());
+    let poller = Poller::start(pid, start, opts.poll_interval, opts.timeline_every);
+    let out_echo = match opts.echo {
+        Echo::Terminal => Some(false),
+        Echo::StderrOnly => Some(true),
+        Echo::None => None,
+    };
+    let tees = [
+        tee(launched.stdout, log.clone(), out_echo),
+        tee(launched.stderr, log.clone(), out_echo.map(|_| true)),
+    ];
+
+    let main_exited = Arc::new(AtomicBool::new(false));
+    let supervisor = Supervisor::start(Watch {
+        pgid: pid,
+        start,
+        suspended_at_start,
+        timeout: opts.timeout,
+        grace: opts.kill_grace,
+        main_exited: main_exited.clone(),
+        quiet: opts.echo == Echo::None,
+    });
+    let reaped = reap_all(pid, &main_exited);
+    let suspended =
+        Duration::from_nanos(signals::suspended_ns().saturating_sub(suspended_at_start));
+    let wall = start.elapsed().saturating_sub(suspended);
+    signals::set_target(0);
+    let seen = supervisor.stop();
+    let timed_out = seen.timed_out;
+    let poll = poller.stop();
+    for t in tees {
+        let _ = t.join();
+    }
+    for n in seen.notes {
+        push_note(&opts.notes, n);
+    }
+    if suspended >= Duration::from_millis(10) {
+        push_note(
+            &opts.notes,
+            format!(
+                "a run was suspended (Ctrl-Z) for {:.1} s; that time is left out of its wall time",
+                suspended.as_secs_f64()
+            ),
+        );
+    }
+    let counted = hooks.after_exit();
+    let exit = if timed_out {
+        ExitStatus::Timeout
+    } else if signals::interrupted() {
+        ExitStatus::Interrupted
+    } else {
+        reaped.main_status.unwrap_or(ExitStatus::Code { code: -1 })
+    };
+    Ok(measurement(
+        (index, warmup, pid),
+        wall,
+        exit,
+        &reaped,
+        poll,
+        counted,
+    ))
+}
+
+/// Fork the target suspended, let the hooks attach, release it. Returns it with the
+/// start instant and `signals::suspended_ns()` at the start.
+fn launch(spec: &TargetSpec, hooks: &mut dyn RunHooks) -> Result<(Launched, Instant, u64), Error> {
     let susp = target::spawn_suspended(spec)?;
     let pid = susp.pid;
     if let Err(e) = hooks.before_release(pid) {
@@ -100,72 +194,25 @@ pub fn run_once(
         return Err(Error::Interrupted);
     }
     let start = Instant::now();
-    let launched = match susp.release(&spec.program) {
-        Ok(l) => l,
+    let suspended_at_start = signals::suspended_ns();
+    match susp.release(&spec.program_lossy()) {
+        Ok(l) => Ok((l, start, suspended_at_start)),
         Err(e) => {
             signals::set_target(0);
-            return Err(e);
+            Err(e)
         }
-    };
-    hooks.after_release(monotonic_ns());
-    let poller = Poller::start(pid, start, opts.poll_interval, opts.timeline_every);
-    let out_echo = match opts.echo {
-        Echo::Terminal => Some(false),
-        Echo::StderrOnly => Some(true),
-        Echo::None => None,
-    };
-    let tees = [
-        tee(launched.stdout, log.clone(), out_echo),
-        tee(launched.stderr, log.clone(), out_echo.map(|_| true)),
-    ];
-
-    // Watchdog: TERM the tree at the timeout, KILL after the grace period.
-    let (done_tx, done_rx) = channel::<()>();
-    let timeout = opts.timeout;
-    let grace = opts.kill_grace;
-    let watchdog = std::thread::spawn(move || {
-        let Some(t) = timeout else {
-            let _ = done_rx.recv();
-            return false;
-        };
-        match done_rx.recv_timeout(t) {
-            Err(RecvTimeoutError::Timeout) => {
-                tree::signal_tree(pid, libc::SIGTERM);
-                if let Err(RecvTimeoutError::Timeout) = done_rx.recv_timeout(grace) {
-                    // Repeat until the tree is gone: a process orphaned by a kill is
-                    // reparented to us a moment later and must be caught on a later pass.
-                    loop {
-                        tree::signal_tree(pid, libc::SIGKILL);
-                        match done_rx.recv_timeout(Duration::from_millis(50)) {
-                            Err(RecvTimeoutError::Timeout) => continue,
-                            _ => break,
-                        }
-                    }
-                }
-                true
-            }
-            _ => false,
-        }
-    });
-
-    let reaped = reap_all(pid);
-    let wall = start.elapsed();
-    signals::set_target(0);
-    let _ = done_tx.send(());
-    let timed_out = watchdog.join().unwrap_or(false);
-    let poll = poller.stop();
-    for t in tees {
-        let _ = t.join();
     }
-    let counted = hooks.after_exit();
+}
 
-    let exit = if timed_out {
-        ExitStatus::Timeout
-    } else if signals::interrupted() {
-        ExitStatus::Interrupted
-    } else {
-        reaped.main_status.unwrap_or(ExitStatus::Code { code: -1 })
-    };
+/// The figures of one run, from what the reaper, the poller and the hooks found.
+fn measurement(
+    (index, warmup, pid): (u32, bool, i32),
+    wall: Duration,
+    exit: ExitStatus,
+    reaped: &Reaped,
+    poll: PollResult,
+    counted: Option<u64>,
+) -> RunMeasurement {
     let mut seen = poll.seen_pids.clone();
     seen.extend(reaped.pids.iter().copied());
     let (processes, basis) = match counted {
@@ -173,7 +220,7 @@ pub fn run_once(
         None => (seen.len().max(1) as u64, "observed"),
     };
     let ru = &reaped.rusage;
-    Ok(RunMeasurement {
+    RunMeasurement {
         index,
         warmup,
         pid,
@@ -199,7 +246,7 @@ pub fn run_once(
         threads_peak: poll.threads_peak.max(1),
         exit,
         timeline: poll.timeline,
-    })
+    }
 }
 
 #[derive(Debug, Default)]
@@ -226,7 +273,7 @@ fn tv_ms(tv: libc::timeval) -> f64 {
 }
 
 /// Reap every child until none is left, summing rusage and zombie I/O.
-fn reap_all(main_pid: i32) -> Reaped {
+fn reap_all(main_pid: i32, main_exited: &AtomicBool) -> Reaped {
     let mut r = Reaped::default();
     loop {
         // SAFETY: zeroed siginfo is a valid out-parameter.
@@ -266,6 +313,7 @@ fn reap_all(main_pid: i32) -> Reaped {
         u.nivcsw += ru.ru_nivcsw as u64;
         if pid == main_pid {
             r.main_status = Some(decode_status(status));
+            main_exited.store(true, Ordering::SeqCst);
         }
     }
     r

@@ -16,8 +16,10 @@ pub enum Status {
     Completed,
     /// The target failed or timed out.
     Failed,
-    /// profmap could not finish (interrupted, not permitted).
+    /// profmap could not do what was asked (perf events not permitted).
     Blocked,
+    /// The user stopped profmap (Ctrl-C, SIGTERM, SIGHUP); outputs hold what was measured.
+    Interrupted,
 }
 
 impl Status {
@@ -26,6 +28,7 @@ impl Status {
             Status::Completed => "completed",
             Status::Failed => "failed",
             Status::Blocked => "blocked",
+            Status::Interrupted => "interrupted",
         }
     }
 }

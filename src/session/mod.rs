@@ -58,9 +58,10 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
         } else {
             Echo::Terminal
         },
+        notes: Default::default(),
     };
     let mut rec = Recording::new(session_meta(
-        &plan.target.argv(),
+        &plan.target.argv_lossy(),
         plan.output.run_id.clone(),
     ));
 
@@ -129,7 +130,7 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
                 return Err(Error::Interrupted);
             }
             Outcome::Interrupted => {
-                status = Status::Blocked;
+                status = Status::Interrupted;
                 message = Some("interrupted by the user; outputs hold what was measured".into());
                 code = 130;
             }
@@ -142,6 +143,7 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
         (status, code) = (outcome.status, outcome.code);
         message = Some(outcome.message);
     }
+    rec.warnings.extend(measure::take_notes(&opts.notes));
     if let Ok(mut l) = log.lock() {
         for w in &rec.warnings {
             let _ = writeln!(l, "profmap: warning: {w}");
@@ -186,15 +188,17 @@ pub fn report(plan: &ReportPlan) -> Result<i32, Error> {
     Ok(0)
 }
 
-/// The status a recording stands for: failed when a run failed, else completed.
+/// The status a recording stands for: interrupted when a run was, failed when a run
+/// failed, else completed.
 fn status_of(rec: &Recording) -> Status {
-    let failed = rec
+    let mut runs = rec
         .baseline
         .iter()
         .flat_map(|b| b.runs.iter())
-        .chain(rec.profiled_run.iter())
-        .any(|r| !r.exit.success());
-    if failed {
+        .chain(rec.profiled_run.iter());
+    if runs.clone().any(|r| r.exit == ExitStatus::Interrupted) {
+        Status::Interrupted
+    } else if runs.any(|r| !r.exit.success()) {
         Status::Failed
     } else {
         Status::Completed
@@ -222,7 +226,7 @@ fn profiled_run(
         let _ = writeln!(
             l,
             "=== profmap: profiled run of {} ===",
-            plan.target.argv().join(" ")
+            plan.target.argv_lossy().join(" ")
         );
     }
     let mut hooks = hooks::Profile::new(plan.sample.clone());
@@ -231,7 +235,7 @@ fn profiled_run(
         Err(Error::Interrupted) if rec.baseline.is_none() => return Err(Error::Interrupted),
         Err(Error::Interrupted) => {
             return Ok(Some(Setback {
-                status: Status::Blocked,
+                status: Status::Interrupted,
                 code: 130,
                 message: "interrupted by the user before the profiled run started".into(),
             }));
@@ -256,7 +260,7 @@ fn profiled_run(
     rec.sampled = Some(prof);
     if exit == ExitStatus::Interrupted || measure::signals::interrupted() {
         return Ok(Some(Setback {
-            status: Status::Blocked,
+            status: Status::Interrupted,
             code: 130,
             message:
                 "interrupted by the user during the profiled run; outputs hold what was measured"

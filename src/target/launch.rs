@@ -10,11 +10,18 @@
 //!
 //! Between fork and exec the child only makes async-signal-safe calls: every C string
 //! is prepared before the fork.
+//!
+//! The child asks for SIGKILL when its parent dies (`PR_SET_PDEATHSIG`, kept across
+//! exec), then checks that the parent is still there: if profmap is killed — even with
+//! SIGKILL, before or after the release — the target's main process goes with it
+//! instead of running on unprofiled and orphaned. (The signal is tied to the thread
+//! that forked: launch from a thread that outlives the run, as the main thread does.)
 
-use std::ffi::CString;
+use std::ffi::{CString, OsStr};
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::Error;
@@ -40,9 +47,9 @@ pub struct Launched {
 
 /// Resolve the program like `execvp` would, so that a missing or non-executable
 /// command is reported before anything is created.
-pub fn resolve_program(program: &str) -> Result<PathBuf, Error> {
+pub fn resolve_program(program: &OsStr) -> Result<PathBuf, Error> {
     let cannot = |reason: &str| Error::CannotRun {
-        name: program.to_string(),
+        name: program.to_string_lossy().into_owned(),
         reason: reason.to_string(),
     };
     if program.is_empty() {
@@ -60,7 +67,7 @@ pub fn resolve_program(program: &str) -> Result<PathBuf, Error> {
         }
         Ok(p.to_path_buf())
     };
-    if program.contains('/') {
+    if program.as_bytes().contains(&b'/') {
         return check(Path::new(program));
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
@@ -104,9 +111,9 @@ pub fn pipe() -> Result<(OwnedFd, OwnedFd), Error> {
 /// Fork the target, stopped before exec. Call `Suspended::release` to let it run, or
 /// drop it to cancel (the child then exits without running the target).
 pub fn spawn_suspended(spec: &TargetSpec) -> Result<Suspended, Error> {
-    let to_c = |s: &str| {
+    let to_c = |s: &OsStr| {
         CString::new(s.as_bytes()).map_err(|_| Error::CannotRun {
-            name: spec.program.clone(),
+            name: spec.program_lossy(),
             reason: "argument contains a NUL byte".into(),
         })
     };
@@ -122,6 +129,8 @@ pub fn spawn_suspended(spec: &TargetSpec) -> Result<Suspended, Error> {
     let (error_r, error_w) = pipe()?;
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
+    // SAFETY: getpid cannot fail.
+    let parent = unsafe { libc::getpid() };
 
     // SAFETY: the child branch only calls async-signal-safe functions on data prepared
     // above, then execs or _exits.
@@ -136,6 +145,7 @@ pub fn spawn_suspended(spec: &TargetSpec) -> Result<Suspended, Error> {
         // SAFETY: see above; every pointer is valid until exec.
         unsafe {
             child_after_fork(
+                parent,
                 devnull.as_raw_fd(),
                 out_w.as_raw_fd(),
                 err_w.as_raw_fd(),
@@ -166,7 +176,9 @@ pub fn spawn_suspended(spec: &TargetSpec) -> Result<Suspended, Error> {
 }
 
 /// The child side: never returns.
+#[allow(clippy::too_many_arguments)]
 unsafe fn child_after_fork(
+    parent: i32,
     stdin_fd: i32,
     out_fd: i32,
     err_fd: i32,
@@ -183,6 +195,11 @@ unsafe fn child_after_fork(
             libc::close(fd);
         }
         libc::setpgid(0, 0);
+        // Die with profmap; if it is already gone, do not start at all.
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        if libc::getppid() != parent {
+            libc::_exit(127);
+        }
         // Rust ignores SIGPIPE; the target expects the default dispositions and mask.
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         libc::signal(libc::SIGINT, libc::SIG_DFL);
