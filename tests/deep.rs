@@ -520,7 +520,9 @@ fn many_runs_of_one_program_are_one_step() {
         .find(|s| s["function"] == "three_funcs (40 processes)")
         .unwrap_or_else(|| panic!("no group step: {}", steps(&map)));
     let share = group["time_share_pct"].as_f64().expect("share");
-    assert!(share > 80.0, "the runs hold the session: {group}");
+    // The shell's own part (forks, and waiting for a CPU after each child exits) grows
+    // with other load on the machine: 93 % when quiet, 68–79 % with a load of 6.
+    assert!(share > 60.0, "the runs hold the session: {group}");
     let a = find_step(&group["children"], "func_a").expect("func_a under the group");
     assert_eq!(a["process"], "three_funcs (40 processes)");
     let top = &map["profile_result"]["top_bottlenecks"][0];
