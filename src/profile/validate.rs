@@ -109,14 +109,14 @@ fn sampled(s: &SampledProfile) -> Result<(), String> {
     figure("frequency_hz", s.frequency_hz)?;
     if s.frequency_hz > MAX_FREQUENCY_HZ {
         return Err(format!(
-            "frequency_hz is {} (limit {MAX_FREQUENCY_HZ})",
+            "frequency_hz is {:?} (limit {MAX_FREQUENCY_HZ:e})",
             s.frequency_hz
         ));
     }
     let on_cpu = s.samples.iter().any(|x| x.kind == SampleKind::OnCpu);
     if on_cpu && s.frequency_hz <= 0.0 {
         return Err(format!(
-            "frequency_hz is {} but there are on-CPU samples",
+            "frequency_hz is {:?} but there are on-CPU samples",
             s.frequency_hz
         ));
     }
@@ -202,7 +202,7 @@ fn count(what: impl Display, n: usize, limit: usize) -> Result<(), String> {
 fn figure(what: impl Display, v: f64) -> Result<(), String> {
     if !(0.0..=MAX_FIGURE).contains(&v) {
         return Err(format!(
-            "{what} is {v} (a figure must be finite, non-negative and at most {MAX_FIGURE})"
+            "{what} is {v:?} (a figure must be finite, non-negative and at most {MAX_FIGURE:e})"
         ));
     }
     Ok(())
