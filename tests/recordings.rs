@@ -40,6 +40,7 @@ enum Damage {
     Frequency(f64),
     Weight(usize, u64),
     LongName(usize),
+    Amount(u64),
 }
 
 fn index() -> impl Strategy<Value = u32> {
@@ -71,6 +72,7 @@ fn damage() -> impl Strategy<Value = Damage> {
         figure().prop_map(Damage::Frequency),
         (any::<usize>(), any::<u64>()).prop_map(|(i, v)| Damage::Weight(i, v)),
         any::<usize>().prop_map(Damage::LongName),
+        any::<u64>().prop_map(Damage::Amount),
     ]
 }
 
@@ -105,6 +107,13 @@ fn apply(rec: &mut Recording, d: &Damage) {
         Damage::Weight(i, v) => s.samples[i % n_samples].weight_ns = v,
         Damage::LongName(i) if n_frames > 0 => {
             s.frames[i % n_frames].function = "x".repeat(70_000);
+        }
+        Damage::Amount(v) => {
+            for r in rec.profiled_run.iter_mut() {
+                r.read_bytes = v;
+                r.max_rss_kb = v;
+                r.timeline.iter_mut().for_each(|p| p.rss_kb = v);
+            }
         }
         _ => {}
     }

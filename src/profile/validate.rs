@@ -9,7 +9,7 @@
 //! - a stack node whose parent is not strictly before it (symbolization interns stacks
 //!   root first, so this holds for every honest recording and makes cycles impossible:
 //!   every walk to the root ends within `stacks.len()` steps);
-//! - counts and sizes past the limits below;
+//! - counts and sizes past the limits below (so sums of them cannot overflow);
 //! - figures that are NaN, infinite, negative or absurd (past [`MAX_FIGURE`]), a
 //!   sampling frequency that is not positive while on-CPU samples exist;
 //! - a waker on an on-CPU sample (only off-CPU intervals are woken).
@@ -30,6 +30,8 @@ pub const MAX_LIST: usize = 1_000_000;
 pub const MAX_STRING: usize = 64 * 1024;
 /// Largest figure (ms, KiB/s, bytes/s, %, Hz): finite, non-negative and at most this.
 pub const MAX_FIGURE: f64 = 1e15;
+/// Largest count or size of a run (bytes, KiB, switches, faults, processes): 10^15.
+pub const MAX_AMOUNT: u64 = 1_000_000_000_000_000;
 /// Largest time or weight in ns, and largest sum of all sample weights (~31 years).
 pub const MAX_NS: u64 = 1_000_000_000_000_000_000;
 /// Highest sampling frequency, Hz.
@@ -84,6 +86,26 @@ fn run(what: impl Display, r: &RunMeasurement) -> Result<(), String> {
     ] {
         figure(format_args!("{what} {name}"), v)?;
     }
+    for (name, v) in [
+        ("max_rss_kb", r.max_rss_kb),
+        ("tree_rss_peak_kb", r.tree_rss_peak_kb.unwrap_or(0)),
+        (
+            "memory_delta_kb",
+            r.memory_delta_kb.unwrap_or(0).unsigned_abs(),
+        ),
+        ("read_bytes", r.read_bytes),
+        ("write_bytes", r.write_bytes),
+        ("rchar", r.rchar),
+        ("wchar", r.wchar),
+        ("voluntary_cs", r.voluntary_cs),
+        ("involuntary_cs", r.involuntary_cs),
+        ("minor_faults", r.minor_faults),
+        ("major_faults", r.major_faults),
+        ("processes", r.processes),
+        ("threads_peak", r.threads_peak),
+    ] {
+        amount(format_args!("{what} {name}"), v)?;
+    }
     text(format_args!("{what} processes_basis"), &r.processes_basis)?;
     count(
         format_args!("{what} timeline points"),
@@ -98,6 +120,13 @@ fn run(what: impl Display, r: &RunMeasurement) -> Result<(), String> {
             ("write_bps", p.write_bps),
         ] {
             figure(format_args!("{what} timeline point {i} {name}"), v)?;
+        }
+        for (name, v) in [
+            ("rss_kb", p.rss_kb),
+            ("threads", p.threads),
+            ("processes", p.processes),
+        ] {
+            amount(format_args!("{what} timeline point {i} {name}"), v)?;
         }
     }
     Ok(())
@@ -204,6 +233,14 @@ fn figure(what: impl Display, v: f64) -> Result<(), String> {
         return Err(format!(
             "{what} is {v:?} (a figure must be finite, non-negative and at most {MAX_FIGURE:e})"
         ));
+    }
+    Ok(())
+}
+
+/// A count or size (bytes, KiB, switches, faults): at most [`MAX_AMOUNT`].
+fn amount(what: impl Display, v: u64) -> Result<(), String> {
+    if v > MAX_AMOUNT {
+        return Err(format!("{what} is {v} (limit {MAX_AMOUNT})"));
     }
     Ok(())
 }
