@@ -488,6 +488,51 @@ fn cpp_names_are_demangled_and_jit_code_is_named_from_its_perf_map() {
     }
 }
 
+/// Planted JIT maps (a FIFO, a link to /dev/zero, a map owned by another user) are
+/// refused with a warning naming the map and why; the record finishes, its JIT code
+/// unnamed. Before, the FIFO blocked profmap forever.
+#[test]
+fn planted_jit_maps_are_refused_with_a_warning() {
+    if !cfg!(target_arch = "x86_64") {
+        return;
+    }
+    let _one = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    let bin = compile("jit_planted", &[]);
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    for (mode, why) in [
+        ("fifo", "not a regular file"),
+        ("zero", "symbolic link"),
+        ("foreign", "owned by uid 65534"),
+    ] {
+        if mode == "foreign" && !root {
+            continue;
+        }
+        let out = d.path().join(mode);
+        profmap()
+            .args(["record", "-q", "--out"])
+            .arg(&out)
+            .arg("--")
+            .arg(&bin)
+            .args(["20000000", mode])
+            .timeout(std::time::Duration::from_secs(120))
+            .assert()
+            .success();
+        let rec = profmap::profile::read_recording(&out.join("profile.json.gz")).expect("read");
+        if let Some(run) = &rec.profiled_run {
+            let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", run.pid));
+        }
+        let warnings = rec.sampled.expect("sampled").quality.warnings;
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("JIT symbol map") && w.contains(why)),
+            "{mode}: {warnings:?}"
+        );
+    }
+}
+
 #[test]
 fn an_idle_thread_pool_on_a_condition_variable_is_not_lock_contention() {
     let _one = serial();

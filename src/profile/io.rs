@@ -2,14 +2,15 @@
 //! format name and version that are checked before anything else is trusted.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use flate2::Compression;
-use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
+use serde::Deserialize;
 
-use super::{FORMAT_NAME, FORMAT_VERSION, Recording};
+use super::source::{self, SourceError};
+use super::{FORMAT_NAME, FORMAT_VERSION, Recording, validate};
 use crate::error::Error;
 
 /// Write the recording to `path` (gzip JSON).
@@ -21,42 +22,75 @@ pub fn write_recording(rec: &Recording, path: &Path) -> Result<(), Error> {
     inner.flush().map_err(|e| Error::io(path, e))
 }
 
-/// Read a recording, refusing files that are not profmap recordings of this version.
+/// Read a recording, refusing files that are not profmap recordings of this version,
+/// files that are not regular files, JSON past [`source::MAX_JSON_BYTES`], and
+/// recordings that break the model's invariants (see [`validate`]).
 pub fn read_recording(path: &Path) -> Result<Recording, Error> {
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut raw = Vec::new();
-    BufReader::new(file)
-        .read_to_end(&mut raw)
-        .map_err(|e| Error::io(path, e))?;
     let bad = |why: String| Error::BadRecording {
         path: path.to_path_buf(),
         why,
     };
-    let text = if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut s = Vec::new();
-        GzDecoder::new(&raw[..])
-            .read_to_end(&mut s)
-            .map_err(|e| bad(format!("not a valid gzip stream ({e})")))?;
-        s
-    } else {
-        raw
+    let text = read_text(path)?;
+    let rec: Recording = serde_json::from_slice(&text).map_err(|e| bad(explain(&text, e)))?;
+    drop(text);
+    check_header(rec.format.as_str(), Some(u64::from(rec.version))).map_err(bad)?;
+    validate::validate(&rec).map_err(bad)?;
+    Ok(rec)
+}
+
+/// The JSON text of the recording at `path`, within the cap.
+fn read_text(path: &Path) -> Result<Vec<u8>, Error> {
+    let bad = |why: String| Error::BadRecording {
+        path: path.to_path_buf(),
+        why,
     };
-    let value: serde_json::Value =
-        serde_json::from_slice(&text).map_err(|e| bad(format!("not JSON ({e})")))?;
-    let format = value.get("format").and_then(|v| v.as_str());
-    if format != Some(FORMAT_NAME) {
-        return Err(bad(
-            "not a profmap recording (no \"format\": \"profmap-recording\")".into(),
-        ));
+    let file = source::open_regular(path).map_err(|e| match e {
+        SourceError::Io(e) => Error::io(path, e),
+        SourceError::Refused(why) => bad(why),
+    })?;
+    source::read_json(file).map_err(|e| match e.kind() {
+        std::io::ErrorKind::FileTooLarge => bad(format!(
+            "it holds more than {} MiB of JSON once decompressed",
+            source::MAX_JSON_BYTES >> 20
+        )),
+        // Truncated, corrupt or (rarely) unreadable: in every case not a recording.
+        _ => bad(format!("not a valid gzip stream ({e})")),
+    })
+}
+
+/// The sentence for a recording that did not parse: not JSON, not ours, another version,
+/// or ours but malformed.
+fn explain(text: &[u8], e: serde_json::Error) -> String {
+    // A second, lighter look tells a foreign file or another version from a damaged one.
+    let header: Header = match serde_json::from_slice(text) {
+        Ok(h) => h,
+        Err(h) => return format!("not JSON ({h})"),
+    };
+    let format = header.format.as_ref().and_then(|v| v.as_str());
+    let version = header.version.as_ref().and_then(|v| v.as_u64());
+    check_header(format.unwrap_or_default(), version)
+        .err()
+        .unwrap_or_else(|| format!("malformed recording ({e})"))
+}
+
+/// The two fields checked before anything else is trusted.
+#[derive(Deserialize)]
+struct Header {
+    format: Option<serde_json::Value>,
+    version: Option<serde_json::Value>,
+}
+
+fn check_header(format: &str, version: Option<u64>) -> Result<(), String> {
+    if format != FORMAT_NAME {
+        return Err("not a profmap recording (no \"format\": \"profmap-recording\")".into());
     }
-    let version = value.get("version").and_then(|v| v.as_u64());
     if version != Some(u64::from(FORMAT_VERSION)) {
-        return Err(bad(format!(
+        return Err(format!(
             "recording version {} is not supported (this profmap reads version {FORMAT_VERSION})",
             version.map_or("unknown".to_string(), |v| v.to_string())
-        )));
+        ));
     }
-    serde_json::from_value(value).map_err(|e| bad(format!("malformed recording ({e})")))
+    Ok(())
 }
 
 #[cfg(test)]

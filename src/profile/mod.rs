@@ -18,6 +18,8 @@
 mod baseline;
 mod io;
 mod sampled;
+mod source;
+pub mod validate;
 
 pub use baseline::{Baseline, BusyProcess, ExitStatus, MachineLoad, RunMeasurement, TimelinePoint};
 pub use io::{read_recording, write_recording};
@@ -25,6 +27,7 @@ pub use sampled::{
     Frame, FrameKind, ProcessInfo, SampleKind, SampleQuality, SampledProfile, StackNode,
     ThreadInfo, ThreadSample, WaitState, Waker,
 };
+pub use source::MAX_JSON_BYTES;
 
 use serde::{Deserialize, Serialize};
 

@@ -1,6 +1,6 @@
 //! Addresses to functions, files and lines: native (ELF + DWARF, via blazesym), kernel
-//! (kallsyms), JIT maps (`/tmp/perf-PID.map`). Turns a [`RawProfile`] into the
-//! [`SampledProfile`] of the recording.
+//! (kallsyms), JIT maps (`/tmp/perf-PID.map`, read with care: see [`perfmap`]). Turns a
+//! [`RawProfile`] into the [`SampledProfile`] of the recording.
 //!
 //! Invariants:
 //! - Each distinct address is symbolized once: raw frames are already unique, and user
@@ -14,6 +14,7 @@
 //! - Stacks are re-interned as a prefix tree, root first, over the symbolized frames.
 
 mod debugfile;
+mod perfmap;
 mod stripped;
 
 use std::collections::HashMap;
@@ -38,7 +39,8 @@ pub fn symbolize(raw: &RawProfile) -> SampledProfile {
         .build();
     let mut unnamed = 0u64;
     let mut grouper = stripped::Grouper::default();
-    let expanded = expand_frames(raw, &symbolizer, &mut grouper, &mut unnamed);
+    let mut warnings = raw.warnings.clone();
+    let expanded = expand_frames(raw, &symbolizer, &mut grouper, &mut unnamed, &mut warnings);
 
     let mut frames: Vec<Frame> = Vec::new();
     let mut frame_ids: HashMap<Frame, u32> = HashMap::new();
@@ -93,7 +95,6 @@ pub fn symbolize(raw: &RawProfile) -> SampledProfile {
         .iter()
         .filter(|s| s.kind == SampleKind::OnCpu)
         .count() as u64;
-    let mut warnings = raw.warnings.clone();
     warnings.extend(grouper.warning(unnamed));
     let quality = SampleQuality {
         samples: on_cpu,
@@ -148,6 +149,7 @@ fn expand_frames(
     symbolizer: &Symbolizer,
     grouper: &mut stripped::Grouper,
     unnamed: &mut u64,
+    warnings: &mut Vec<String>,
 ) -> Vec<Vec<Frame>> {
     let mut out: Vec<Vec<Frame>> = vec![Vec::new(); raw.frames.len()];
     let mut by_module: HashMap<u32, Vec<(usize, u64)>> = HashMap::new();
@@ -208,9 +210,15 @@ fn expand_frames(
     }
 
     for (pid, items) in anon {
-        let map = read_perf_map(pid);
+        let map = perfmap::read_perf_map(pid).unwrap_or_else(|why| {
+            warnings.push(format!(
+                "JIT symbol map /tmp/perf-{pid}.map refused: {why}; its code is shown as \
+                 addresses"
+            ));
+            None
+        });
         for (i, addr) in items {
-            out[i] = match map.as_ref().and_then(|m| lookup_perf_map(m, addr)) {
+            out[i] = match map.as_ref().and_then(|m| perfmap::lookup(m, addr)) {
                 Some(name) => vec![Frame {
                     function: name.to_string(),
                     module: Some(format!("perf-{pid}.map")),
@@ -370,43 +378,4 @@ fn sym_frames(sym: &Sym<'_>, module: &str, kind: FrameKind) -> Vec<Frame> {
         });
     }
     out
-}
-
-/// `/tmp/perf-PID.map`: lines of `START SIZE name` (hex START and SIZE), sorted by start.
-fn read_perf_map(pid: i32) -> Option<Vec<(u64, u64, String)>> {
-    let text = std::fs::read_to_string(format!("/tmp/perf-{pid}.map")).ok()?;
-    let mut v: Vec<(u64, u64, String)> = text
-        .lines()
-        .filter_map(|l| {
-            let mut it = l.splitn(3, ' ');
-            let start = u64::from_str_radix(it.next()?.trim_start_matches("0x"), 16).ok()?;
-            let size = u64::from_str_radix(it.next()?.trim_start_matches("0x"), 16).ok()?;
-            Some((start, size, it.next()?.trim().to_string()))
-        })
-        .collect();
-    v.sort_by_key(|e| e.0);
-    Some(v)
-}
-
-fn lookup_perf_map(map: &[(u64, u64, String)], addr: u64) -> Option<&str> {
-    let i = map.partition_point(|e| e.0 <= addr);
-    let (start, size, name) = map.get(i.checked_sub(1)?)?;
-    (addr < start + size).then_some(name.as_str())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn perf_map_lookup_is_exact() {
-        let m = vec![
-            (0x1000, 0x10, "a".to_string()),
-            (0x2000, 0x20, "b".to_string()),
-        ];
-        assert_eq!(lookup_perf_map(&m, 0x1008), Some("a"));
-        assert_eq!(lookup_perf_map(&m, 0x1010), None);
-        assert_eq!(lookup_perf_map(&m, 0x201f), Some("b"));
-        assert_eq!(lookup_perf_map(&m, 0xfff), None);
-    }
 }
