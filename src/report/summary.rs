@@ -62,3 +62,17 @@ pub fn build(
         "warnings": map.warnings,
     })
 }
+
+/// The envelope of a session whose outputs could not all be written: status `failed`,
+/// the reason, and no artifacts (the folder's other files may be from any run).
+pub fn failed(rec: &Recording, reason: &str, out_dir: &Path) -> Value {
+    json!({
+        "schema": "profmap-summary/1",
+        "status": Status::Failed.as_str(),
+        "message": reason,
+        "run_id": rec.meta.run_id,
+        "command": rec.meta.command,
+        "output_dir": out_dir.display().to_string(),
+        "artifacts": {},
+    })
+}
