@@ -4,8 +4,11 @@
 //! run keeps its first and last [`EDGE`] bytes. What is cut is replaced by one line
 //! `[profmap: 1,234,567 bytes cut here]`, so a reader knows.
 //!
-//! profmap's own lines are buffered until their newline and, when redacting, pass
-//! through [`super::redact::redact_text`] (they carry the command).
+//! profmap's own lines are recognised by their start at the start of a line or of a
+//! write call (profmap writes each with one `writeln!`; the target's output is written
+//! in chunks that rarely begin so); one that follows output with no final newline is
+//! put on a line of its own. They are buffered until their newline and, when
+//! redacting, pass through [`super::redact::redact_text`] (they carry the command).
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -29,7 +32,10 @@ const MARKS: [&[u8]; 2] = [b"=== profmap: ", b"profmap: "];
 pub struct CappedLog<W: Write> {
     inner: W,
     redact: bool,
+    /// The input so far ends a line (a profmap line may start here).
     at_line_start: bool,
+    /// What was written to `inner` so far ends a line.
+    written_nl: bool,
     /// Some while a profmap line is being collected.
     own_line: Option<Vec<u8>>,
     head_cap: usize,
@@ -44,6 +50,7 @@ impl<W: Write> CappedLog<W> {
             inner,
             redact,
             at_line_start: true,
+            written_nl: true,
             own_line: None,
             head_cap: EDGE,
             head_written: 0,
@@ -52,22 +59,24 @@ impl<W: Write> CappedLog<W> {
         }
     }
 
+    /// Write to the inner writer, remembering whether a line was ended.
+    fn emit(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if let Some(&last) = bytes.last() {
+            self.inner.write_all(bytes)?;
+            self.written_nl = last == b'\n';
+        }
+        Ok(())
+    }
+
     /// Write out what the current section held back (its tail and the cut note).
     fn end_section(&mut self) -> io::Result<()> {
         if self.cut > 0 {
-            if !self.at_line_start {
-                self.inner.write_all(b"\n")?;
-            }
-            let note = format!("[profmap: {} bytes cut here]\n", thousands(self.cut));
-            self.inner.write_all(note.as_bytes())?;
+            let nl = if self.written_nl { "" } else { "\n" };
+            let note = format!("{nl}[profmap: {} bytes cut here]\n", thousands(self.cut));
+            self.emit(note.as_bytes())?;
         }
-        let (a, b) = self.tail.as_slices();
-        self.inner.write_all(a)?;
-        self.inner.write_all(b)?;
-        if let Some(&last) = self.tail.back() {
-            self.at_line_start = last == b'\n';
-        }
-        self.tail.clear();
+        let tail: Vec<u8> = self.tail.drain(..).collect();
+        self.emit(&tail)?;
         self.cut = 0;
         self.head_written = 0;
         Ok(())
@@ -81,7 +90,10 @@ impl<W: Write> CappedLog<W> {
         } else {
             text.into_owned()
         };
-        self.inner.write_all(text.as_bytes())?;
+        if !self.written_nl {
+            self.emit(b"\n")?;
+        }
+        self.emit(text.as_bytes())?;
         self.head_cap = if text.starts_with("=== profmap: profiled run of") {
             PROFILED_CAP
         } else {
@@ -95,11 +107,8 @@ impl<W: Write> CappedLog<W> {
     fn output(&mut self, buf: &[u8]) -> io::Result<()> {
         let room = self.head_cap.saturating_sub(self.head_written);
         let (head, rest) = buf.split_at(room.min(buf.len()));
-        self.inner.write_all(head)?;
+        self.emit(head)?;
         self.head_written += head.len();
-        if let Some(&last) = head.last() {
-            self.at_line_start = last == b'\n';
-        }
         self.tail.extend(rest);
         if self.tail.len() > EDGE {
             let over = self.tail.len() - EDGE;
@@ -124,7 +133,7 @@ impl<W: Write> Write for CappedLog<W> {
         let mut rest = buf;
         while !rest.is_empty() {
             if self.own_line.is_none()
-                && self.at_line_start
+                && (self.at_line_start || rest.len() == buf.len())
                 && MARKS.iter().any(|m| rest.starts_with(m))
             {
                 self.end_section()?;
@@ -270,6 +279,21 @@ mod tests {
         let cut = (EDGE * 3 + 9 - 2 * EDGE) as u64;
         assert!(out.contains(&format!("[profmap: {} bytes cut here]", thousands(cut))));
         assert!(out.len() < 2 * EDGE + 200);
+    }
+
+    #[test]
+    fn own_line_after_output_without_newline_ends_the_section() {
+        let out = log(false, |l| {
+            writeln!(l, "=== profmap: run 1 of sh ===").expect("w");
+            l.write_all(&vec![b'z'; EDGE * 2 + 10]).expect("w");
+            writeln!(l, "=== profmap: run 1 ended ===").expect("w");
+        });
+        assert!(
+            out.contains("[profmap: 10 bytes cut here]\n"),
+            "{}",
+            out.len()
+        );
+        assert!(out.ends_with("z\n=== profmap: run 1 ended ===\n"));
     }
 
     #[test]
