@@ -58,98 +58,17 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
     let private = outfile::private_outputs();
     let runlog = runlog::RunLog::create(&out, RUN_LOG, private, plan.output.redact)?;
     let log: LogSink = runlog.sink();
-    let quiet = plan.output.quiet;
-    let opts = RunOptions {
-        timeout: plan.measure.timeout,
-        poll_interval: plan.measure.poll_interval,
-        timeline_every: Duration::from_millis(50),
-        kill_grace: Duration::from_secs(2),
-        echo: if quiet {
-            Echo::None
-        } else if plan.output.json_stdout {
-            Echo::StderrOnly
-        } else {
-            Echo::Terminal
-        },
+    let opts = run_options(plan);
+    let outcome = measure_all(plan, &opts, &log, &mut rec);
+    let (status, code, message) = match outcome {
+        Ok(None) => (Status::Completed, 0, None),
+        Ok(Some(s)) => (s.status, s.code, Some(s.message)),
+        Err(e) => {
+            // Keep the log of what happened; the error is what the user needs.
+            let _ = runlog.commit();
+            return Err(e);
+        }
     };
-    let mut status = Status::Completed;
-    let mut message: Option<String> = None;
-    let mut code = 0;
-
-    if plan.mode != Mode::Record {
-        let total = plan.measure.warmup + plan.measure.runs;
-        let pb = ui::progress(total, quiet || plan.output.json_stdout);
-        let (baseline, outcome) = measure::run_baseline(
-            &plan.target,
-            &plan.measure,
-            &opts,
-            &log,
-            &mut || Box::new(hooks::CountProcesses::default()),
-            &mut |done, _| {
-                if let Some(pb) = &pb {
-                    pb.set_position(u64::from(done));
-                }
-            },
-        )?;
-        if let Some(pb) = pb {
-            pb.finish_and_clear();
-        }
-        let failures: Vec<String> = baseline
-            .runs
-            .iter()
-            .filter(|r| !r.exit.success())
-            .map(|r| format!("{} in run {}", measure::describe_exit(&r.exit), r.index))
-            .collect();
-        if plan.measure.allow_failure && !failures.is_empty() {
-            rec.warnings.push(format!(
-                "the target failed during the baseline ({}); measured anyway (--allow-failure)",
-                failures.join(", ")
-            ));
-        }
-        rec.baseline = Some(baseline);
-        match outcome {
-            Outcome::Completed => {}
-            Outcome::TargetFailed { run, warmup, exit } => {
-                let which = if warmup {
-                    format!("warm-up run {run}")
-                } else {
-                    format!("run {run}")
-                };
-                let msg = match exit {
-                    ExitStatus::Timeout => format!(
-                        "the target timed out ({}) in {which}; its whole process tree was terminated — \
-                         raise --timeout or fix the hang",
-                        plan.measure
-                            .timeout
-                            .map_or("timeout".into(), |t| format!("after {t:?}"))
-                    ),
-                    _ => format!(
-                        "the target fails before profiling ({} in {which}) — fix it first, or pass --allow-failure",
-                        measure::describe_exit(&exit)
-                    ),
-                };
-                rec.warnings.push(msg.clone());
-                status = Status::Failed;
-                message = Some(msg);
-                code = 1;
-            }
-            Outcome::Interrupted if rec.baseline.as_ref().is_none_or(|b| b.runs.is_empty()) => {
-                return Err(Error::Interrupted);
-            }
-            Outcome::Interrupted => {
-                status = Status::Blocked;
-                message = Some("interrupted by the user; outputs hold what was measured".into());
-                code = 130;
-            }
-        }
-    }
-    if code == 0
-        && plan.mode != Mode::Bench
-        && let Some(outcome) = profiled_run(plan, &opts, &log, &mut rec)?
-    {
-        (status, code) = (outcome.status, outcome.code);
-        message = Some(outcome.message);
-    }
     if let Ok(mut l) = log.lock() {
         for w in &rec.warnings {
             let _ = writeln!(l, "profmap: warning: {w}");
@@ -171,6 +90,120 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
     };
     finish_terminal(&plan.output, &written, message.as_deref());
     Ok(code)
+}
+
+/// How runs are run: timeout, polling, echo of the target's output.
+fn run_options(plan: &SessionPlan) -> RunOptions {
+    RunOptions {
+        timeout: plan.measure.timeout,
+        poll_interval: plan.measure.poll_interval,
+        timeline_every: Duration::from_millis(50),
+        kill_grace: Duration::from_secs(2),
+        echo: if plan.output.quiet {
+            Echo::None
+        } else if plan.output.json_stdout {
+            Echo::StderrOnly
+        } else {
+            Echo::Terminal
+        },
+    }
+}
+
+/// The baseline (unless `record`), then the profiled run (unless `bench` or the
+/// baseline did not succeed); None when all went well.
+fn measure_all(
+    plan: &SessionPlan,
+    opts: &RunOptions,
+    log: &LogSink,
+    rec: &mut Recording,
+) -> Result<Option<Setback>, Error> {
+    if plan.mode != Mode::Record
+        && let Some(s) = baseline_phase(plan, opts, log, rec)?
+    {
+        return Ok(Some(s));
+    }
+    if plan.mode == Mode::Bench {
+        return Ok(None);
+    }
+    profiled_run(plan, opts, log, rec)
+}
+
+/// The warm-ups and counted runs; a setback when the target failed or the user
+/// interrupted.
+fn baseline_phase(
+    plan: &SessionPlan,
+    opts: &RunOptions,
+    log: &LogSink,
+    rec: &mut Recording,
+) -> Result<Option<Setback>, Error> {
+    let quiet = plan.output.quiet;
+    let total = plan.measure.warmup + plan.measure.runs;
+    let pb = ui::progress(total, quiet || plan.output.json_stdout);
+    let (baseline, outcome) = measure::run_baseline(
+        &plan.target,
+        &plan.measure,
+        opts,
+        log,
+        &mut || Box::new(hooks::CountProcesses::default()),
+        &mut |done, _| {
+            if let Some(pb) = &pb {
+                pb.set_position(u64::from(done));
+            }
+        },
+    )?;
+    if let Some(pb) = pb {
+        pb.finish_and_clear();
+    }
+    let failures: Vec<String> = baseline
+        .runs
+        .iter()
+        .filter(|r| !r.exit.success())
+        .map(|r| format!("{} in run {}", measure::describe_exit(&r.exit), r.index))
+        .collect();
+    if plan.measure.allow_failure && !failures.is_empty() {
+        rec.warnings.push(format!(
+            "the target failed during the baseline ({}); measured anyway (--allow-failure)",
+            failures.join(", ")
+        ));
+    }
+    rec.baseline = Some(baseline);
+    match outcome {
+        Outcome::Completed => Ok(None),
+        Outcome::TargetFailed { run, warmup, exit } => {
+            let which = if warmup {
+                format!("warm-up run {run}")
+            } else {
+                format!("run {run}")
+            };
+            let msg = match exit {
+                ExitStatus::Timeout => format!(
+                    "the target timed out ({}) in {which}; its whole process tree was terminated — \
+                     raise --timeout or fix the hang",
+                    plan.measure
+                        .timeout
+                        .map_or("timeout".into(), |t| format!("after {t:?}"))
+                ),
+                _ => format!(
+                    "the target fails before profiling ({} in {which}) — fix it first, or pass --allow-failure",
+                    measure::describe_exit(&exit)
+                ),
+            };
+            rec.warnings.push(msg.clone());
+            Ok(Some(Setback {
+                status: Status::Failed,
+                code: 1,
+                message: msg,
+            }))
+        }
+        Outcome::Interrupted if rec.baseline.as_ref().is_none_or(|b| b.runs.is_empty()) => {
+            Err(Error::Interrupted)
+        }
+        Outcome::Interrupted => Ok(Some(Setback {
+            status: Status::Blocked,
+            code: 130,
+            message: "interrupted by the user; outputs hold what was measured".into(),
+        })),
+    }
 }
 
 /// `profmap report`: re-analyse a recording and rewrite every output from it.
