@@ -2,6 +2,10 @@
 //! inside it, opened without following links. The holder writes its pid, run id and
 //! start time into the file, so a second session can say who holds it and exit 2
 //! without touching anything. The lock goes when the holder's process ends.
+//!
+//! The file may have been planted: it must be a regular file with one link (a hard
+//! link to a victim file is refused), and profmap writes into it only when it owns it
+//! (a lock file left by another user's session is locked read-only).
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
@@ -23,24 +27,18 @@ pub struct OutLock {
 /// Take the folder's lock, or say who holds it.
 pub fn lock(dir: &Path, run_id: &str, started_unix_s: f64) -> Result<OutLock, Error> {
     let path = dir.join(LOCK_FILE);
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(&path)
+    let mut file = open(&path, true)
+        .or_else(|e| match e.kind() {
+            std::io::ErrorKind::PermissionDenied => open(&path, false),
+            _ => Err(e),
+        })
         .map_err(|e| Error::io(&path, e))?;
     let meta = file.metadata().map_err(|e| Error::io(&path, e))?;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    if !meta.file_type().is_file() || (meta.uid() != me && meta.uid() != 0) {
+    if !meta.file_type().is_file() || meta.nlink() != 1 {
         return Err(Error::Usage(format!(
-            "'{}' is not a lock file of ours (not a regular file, or owned by uid {}) — \
-             remove it or use another --out",
+            "'{}' is not a lock file profmap can trust (not a regular file, or a hard link) \
+             — remove it or use another --out",
             path.display(),
-            meta.uid()
         )));
     }
     // SAFETY: flock on a valid, open fd.
@@ -55,6 +53,10 @@ pub fn lock(dir: &Path, run_id: &str, started_unix_s: f64) -> Result<OutLock, Er
             if holder.is_empty() { "unknown" } else { holder }
         )));
     }
+    // SAFETY: geteuid has no preconditions.
+    if meta.uid() != unsafe { libc::geteuid() } {
+        return Ok(OutLock { _file: file });
+    }
     let who = format!(
         "pid {}, run id {run_id}, started at unix time {started_unix_s:.0}\n",
         std::process::id()
@@ -63,6 +65,18 @@ pub fn lock(dir: &Path, run_id: &str, started_unix_s: f64) -> Result<OutLock, Er
     let _ = file.rewind();
     let _ = file.write_all(who.as_bytes());
     Ok(OutLock { _file: file })
+}
+
+/// Open (creating) the lock file without following a link or blocking on a FIFO.
+fn open(path: &Path, write: bool) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(write)
+        .create(write)
+        .truncate(false)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
 }
 
 #[cfg(test)]
@@ -82,5 +96,20 @@ mod tests {
         );
         drop(held);
         lock(d.path(), "third", 3.0).expect("free again");
+    }
+
+    #[test]
+    fn a_hard_link_or_a_link_is_refused() {
+        let d = tempfile::tempdir().expect("tmp");
+        let victim = d.path().join("victim");
+        std::fs::write(&victim, "precious").expect("write");
+        let out = d.path().join("out");
+        std::fs::create_dir(&out).expect("mkdir");
+        std::fs::hard_link(&victim, out.join(LOCK_FILE)).expect("hard link");
+        assert!(lock(&out, "x", 1.0).is_err());
+        std::fs::remove_file(out.join(LOCK_FILE)).expect("rm");
+        std::os::unix::fs::symlink(&victim, out.join(LOCK_FILE)).expect("symlink");
+        assert!(lock(&out, "x", 1.0).is_err());
+        assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious");
     }
 }
