@@ -259,3 +259,43 @@ fn write_profile_views(p: &SampledProfile, t: &Target, done: &mut Done) -> Resul
 fn pretty(v: &serde_json::Value) -> Result<Vec<u8>, Error> {
     serde_json::to_vec_pretty(v).map_err(|e| Error::Tool(e.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_write_replaces_the_old_summary_with_a_failed_one() {
+        let d = tempfile::tempdir().expect("tmp");
+        std::fs::write(d.path().join("summary.json"), "{\"status\": \"completed\"}")
+            .expect("write");
+        let rec = Recording::new(super::super::session_meta(&["x".into()], Some("r1".into())));
+        let oplan = OutputPlan {
+            dir: None,
+            json_stdout: false,
+            quiet: true,
+            run_id: None,
+            summary_path: None,
+            redact: true,
+        };
+        let t = Target {
+            out: d.path(),
+            oplan: &oplan,
+            keep: &[],
+            private: false,
+        };
+        let e = fail(&rec, &t, &Error::Tool("No space left on device".into()));
+        let msg = e.to_string();
+        assert!(msg.contains(&d.path().display().to_string()), "{msg}");
+        assert!(msg.contains("free space there"), "{msg}");
+        let text = std::fs::read_to_string(d.path().join("summary.json")).expect("read");
+        let s: serde_json::Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(s["status"], "failed");
+        assert_eq!(s["run_id"], "r1");
+        assert!(
+            s["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("No space"))
+        );
+    }
+}
