@@ -52,6 +52,7 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
     };
     let mut rec = Recording::new(session_meta(&command, plan.output.run_id.clone()));
     let _lock = lock::lock(&out, &rec.meta.run_id, rec.meta.started_unix_s)?;
+    outfile::remove_leftover_temporaries(&out, OWN_FILES);
     target::become_subreaper();
     measure::signals::install();
 
@@ -229,6 +230,7 @@ pub fn report(plan: &ReportPlan) -> Result<i32, Error> {
     };
     let out = prepare_out_dir(&out_dir)?;
     let _lock = lock::lock(&out, &rec.meta.run_id, rec.meta.started_unix_s)?;
+    outfile::remove_leftover_temporaries(&out, OWN_FILES);
     let same =
         std::fs::canonicalize(&input).ok() == std::fs::canonicalize(out.join(RECORDING)).ok();
     let status = status_of(&rec);

@@ -98,6 +98,33 @@ pub fn remove_regular(dir: &Path, name: &str) {
     }
 }
 
+/// Remove temporaries a killed session left behind (`.NAME.<16 hex>.profmap-tmp` for
+/// NAME in `names`; regular files only). Call it holding the folder's lock, so no other
+/// session's temporary can be taken for a leftover.
+pub fn remove_leftover_temporaries(dir: &Path, names: &[&str]) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let file_name = e.file_name();
+        let Some(n) = file_name.to_str() else {
+            continue;
+        };
+        let Some(stem) = n
+            .strip_prefix('.')
+            .and_then(|n| n.strip_suffix(".profmap-tmp"))
+        else {
+            continue;
+        };
+        let ours = stem.rsplit_once('.').is_some_and(|(name, hex)| {
+            names.contains(&name) && hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit())
+        });
+        if ours {
+            remove_regular(dir, n);
+        }
+    }
+}
+
 /// Refuse an output folder another user controls: `--out` given as a symlink owned by
 /// someone other than us or root, or a folder others may write without the sticky bit.
 pub fn check_out_dir(dir: &Path) -> Result<(), Error> {
@@ -193,6 +220,20 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         drop(t);
         assert_eq!(std::fs::read_dir(d.path()).expect("dir").count(), 0);
+    }
+
+    #[test]
+    fn leftover_temporaries_of_own_files_are_removed() {
+        let d = tempfile::tempdir().expect("tmp");
+        let left = TempOut::create(d.path(), "report.md", false).expect("create");
+        std::mem::forget(left);
+        std::fs::write(d.path().join(".notes.0123456789abcdef.profmap-tmp"), "x").expect("w");
+        remove_leftover_temporaries(d.path(), &["report.md"]);
+        let names: Vec<_> = std::fs::read_dir(d.path())
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names, [".notes.0123456789abcdef.profmap-tmp"]);
     }
 
     #[test]
