@@ -262,3 +262,26 @@ fn an_output_folder_others_control_is_refused() {
     let err = String::from_utf8_lossy(&a.get_output().stderr).into_owned();
     assert!(err.contains("symlink owned by another user"), "{err}");
 }
+
+#[test]
+fn a_folder_swapped_for_a_link_mid_session_is_not_followed() {
+    let d = tempfile::tempdir().expect("tmp");
+    let (out, moved, victim) = (
+        d.path().join("out"),
+        d.path().join("moved"),
+        d.path().join("victim"),
+    );
+    std::fs::create_dir(&victim).expect("mkdir");
+    let swap = format!(
+        "mv {} {} && ln -s {} {}",
+        out.display(),
+        moved.display(),
+        victim.display(),
+        out.display()
+    );
+    let a = run_quick(&out, "bench", &[], &["sh", "-c", &swap]).code(2);
+    let err = String::from_utf8_lossy(&a.get_output().stderr).into_owned();
+    assert!(err.contains("could not write the outputs"), "{err}");
+    let written: Vec<_> = std::fs::read_dir(&victim).expect("dir").collect();
+    assert!(written.is_empty(), "written through the link: {written:?}");
+}

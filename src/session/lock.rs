@@ -7,12 +7,13 @@
 //! link to a victim file is refused), and profmap writes into it only when it owns it
 //! (a lock file left by another user's session is locked read-only).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
+use super::dirfd::DirFd;
 use crate::error::Error;
 
 /// The lock file's name in the output folder.
@@ -27,9 +28,9 @@ pub struct OutLock {
 /// Take the folder's lock, or say who holds it.
 pub fn lock(dir: &Path, run_id: &str, started_unix_s: f64) -> Result<OutLock, Error> {
     let path = dir.join(LOCK_FILE);
-    let mut file = open(&path, true)
+    let mut file = open(dir, true)
         .or_else(|e| match e.kind() {
-            std::io::ErrorKind::PermissionDenied => open(&path, false),
+            std::io::ErrorKind::PermissionDenied => open(dir, false),
             _ => Err(e),
         })
         .map_err(|e| Error::io(&path, e))?;
@@ -68,15 +69,13 @@ pub fn lock(dir: &Path, run_id: &str, started_unix_s: f64) -> Result<OutLock, Er
 }
 
 /// Open (creating) the lock file without following a link or blocking on a FIFO.
-fn open(path: &Path, write: bool) -> std::io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(write)
-        .create(write)
-        .truncate(false)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(path)
+fn open(dir: &Path, write: bool) -> std::io::Result<File> {
+    let flags = if write {
+        libc::O_RDWR | libc::O_CREAT
+    } else {
+        libc::O_RDONLY
+    };
+    DirFd::open(dir)?.open_file(LOCK_FILE, flags | libc::O_NONBLOCK, 0o644)
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use crate::report::summary::Status;
 use crate::target;
 use crate::ui;
 
+mod dirfd;
 mod hooks;
 pub mod lock;
 pub mod outfile;

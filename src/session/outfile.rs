@@ -5,22 +5,28 @@
 //! - nothing is opened for writing under its final name: a temporary with a random name
 //!   is created exclusively (`O_CREAT|O_EXCL|O_NOFOLLOW`), written, fsynced and renamed
 //!   over the final name. A rename replaces a planted symlink itself, never its target.
+//! - every operation is relative to the folder opened by [`DirFd`] (no symlink followed
+//!   on the way), so swapping the folder for a link mid-session leads nowhere.
 //! - a temporary that is not committed is removed when dropped (also on errors).
 //! - files are created with mode 0666 less the umask, or 0600 when `private` (a
 //!   recording or log of a process that may belong to someone else, taken as root).
 //! - stale files are removed only when they are regular files (a link is left alone).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use super::dirfd::DirFd;
 use crate::error::Error;
 
 /// A temporary file in the output folder that becomes `dest` on [`TempOut::commit`].
 #[derive(Debug)]
 pub struct TempOut {
     file: File,
+    dir: DirFd,
+    tmp_name: String,
+    name: String,
     tmp: PathBuf,
     dest: PathBuf,
     done: bool,
@@ -29,19 +35,20 @@ pub struct TempOut {
 impl TempOut {
     /// Create a fresh temporary for `dir/name`.
     pub fn create(dir: &Path, name: &str, private: bool) -> Result<TempOut, Error> {
+        let fd = DirFd::open(dir).map_err(|e| Error::io(dir, e))?;
         let mut last = None;
         for _ in 0..16 {
-            let tmp = dir.join(format!(".{name}.{:016x}.profmap-tmp", random_u64()));
-            let opened = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(if private { 0o600 } else { 0o666 })
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(&tmp);
+            let tmp_name = format!(".{name}.{:016x}.profmap-tmp", random_u64());
+            let tmp = dir.join(&tmp_name);
+            let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL;
+            let opened = fd.open_file(&tmp_name, flags, if private { 0o600 } else { 0o666 });
             match opened {
                 Ok(file) => {
                     return Ok(TempOut {
                         file,
+                        dir: fd,
+                        tmp_name,
+                        name: name.to_string(),
                         tmp,
                         dest: dir.join(name),
                         done: false,
@@ -69,7 +76,9 @@ impl TempOut {
     pub fn commit(mut self) -> Result<PathBuf, Error> {
         self.file.flush().map_err(|e| Error::io(&self.tmp, e))?;
         self.file.sync_all().map_err(|e| Error::io(&self.tmp, e))?;
-        std::fs::rename(&self.tmp, &self.dest).map_err(|e| Error::io(&self.dest, e))?;
+        self.dir
+            .rename(&self.tmp_name, &self.name)
+            .map_err(|e| Error::io(&self.dest, e))?;
         self.done = true;
         Ok(self.dest.clone())
     }
@@ -78,7 +87,7 @@ impl TempOut {
 impl Drop for TempOut {
     fn drop(&mut self) {
         if !self.done {
-            let _ = std::fs::remove_file(&self.tmp);
+            let _ = self.dir.unlink(&self.tmp_name);
         }
     }
 }
@@ -92,9 +101,10 @@ pub fn write_file(dir: &Path, name: &str, bytes: &[u8], private: bool) -> Result
 
 /// Remove `dir/name` if it is a regular file; links and folders are left alone.
 pub fn remove_regular(dir: &Path, name: &str) {
-    let p = dir.join(name);
-    if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_file()) {
-        let _ = std::fs::remove_file(&p);
+    if let Ok(fd) = DirFd::open(dir)
+        && fd.is_regular(name)
+    {
+        let _ = fd.unlink(name);
     }
 }
 

@@ -201,7 +201,9 @@ fn write_summary(t: &Target, bytes: &[u8]) -> Result<(), Error> {
                 .file_name()
                 .and_then(|n| n.to_str())
                 .ok_or_else(|| Error::Usage(format!("bad --summary-path '{}'", p.display())))?;
-            outfile::write_file(dir, name, bytes, false).map(|_| ())
+            // Links in a path the user gave are theirs to have; none inside is followed.
+            let dir = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
+            outfile::write_file(&dir, name, bytes, false).map(|_| ())
         }
         None => outfile::write_file(t.out, "summary.json", bytes, false).map(|_| ()),
     }
