@@ -63,12 +63,13 @@ pub fn build(
     })
 }
 
-/// The envelope of a session whose outputs could not all be written: status `failed`,
-/// the reason, and no artifacts (the folder's other files may be from any run).
-pub fn failed(rec: &Recording, reason: &str, out_dir: &Path) -> Value {
+/// The envelope of a session that stopped before writing its outputs (an error, a
+/// full disk, an interrupt): the status, the reason, and no artifacts (the folder's
+/// other files may be from any run).
+pub fn stopped(rec: &Recording, status: Status, reason: &str, out_dir: &Path) -> Value {
     json!({
         "schema": "profmap-summary/1",
-        "status": Status::Failed.as_str(),
+        "status": status.as_str(),
         "message": reason,
         "run_id": rec.meta.run_id,
         "command": rec.meta.command,

@@ -62,12 +62,23 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
     let log: LogSink = runlog.sink();
     let opts = run_options(plan);
     let outcome = measure_all(plan, &opts, &log, &mut rec);
+    let t = outputs::Target {
+        out: &out,
+        oplan: &plan.output,
+        keep: &[RUN_LOG],
+        private,
+    };
     let (status, code, message) = match outcome {
         Ok(None) => (Status::Completed, 0, None),
         Ok(Some(s)) => (s.status, s.code, Some(s.message)),
         Err(e) => {
-            // Keep the log of what happened; the error is what the user needs.
+            // Keep the log of what happened, and no earlier summary beside it.
             let _ = runlog.commit();
+            let status = match e {
+                Error::Interrupted => Status::Blocked,
+                _ => Status::Failed,
+            };
+            outputs::failed_summary(&rec, &t, status, &e.to_string());
             return Err(e);
         }
     };
@@ -80,12 +91,6 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
         }
         let _ = l.flush();
     }
-    let t = outputs::Target {
-        out: &out,
-        oplan: &plan.output,
-        keep: &[RUN_LOG],
-        private,
-    };
     let written = match runlog.commit() {
         Ok(()) => write_outputs(&rec, &t, status, message.as_deref(), true)?,
         Err(e) => return Err(outputs::fail(&rec, &t, &e)),

@@ -99,7 +99,14 @@ pub fn fail(rec: &Recording, t: &Target, e: &Error) -> Error {
          holds a summary with status \"failed\" or none",
         t.out.display()
     );
-    let doc = report::summary::failed(rec, &reason, t.out);
+    failed_summary(rec, t, Status::Failed, &reason);
+    Error::Tool(reason)
+}
+
+/// Replace the summary with one saying `failed` (or `blocked`) and why; if even that
+/// cannot be written, remove the old one.
+pub fn failed_summary(rec: &Recording, t: &Target, status: Status, reason: &str) {
+    let doc = report::summary::stopped(rec, status, reason, t.out);
     let wrote = pretty(&doc).and_then(|b| write_summary(t, &b));
     if wrote.is_err() {
         match &t.oplan.summary_path {
@@ -109,7 +116,6 @@ pub fn fail(rec: &Recording, t: &Target, e: &Error) -> Error {
             None => outfile::remove_regular(t.out, "summary.json"),
         }
     }
-    Error::Tool(reason)
 }
 
 fn write_all(
