@@ -6,6 +6,12 @@
 //! Outputs are written whatever happens after the first measurement — a failing target,
 //! a timeout or Ctrl-C still leave the figures measured so far — and a command that
 //! cannot be run is refused before the output folder is touched.
+//!
+//! The output folder may be someone else's: one session holds it at a time (`lock`),
+//! every file goes through a fresh temporary renamed into place relative to a folder
+//! reached without following links (`outfile`, `dirfd`), the command's secrets are
+//! masked before anything is written (`redact`, run.log headers included), and run.log
+//! is capped per run (`runlog`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
