@@ -90,6 +90,9 @@ pub struct OutputPlan {
     pub quiet: bool,
     pub run_id: Option<String>,
     pub summary_path: Option<PathBuf>,
+    /// Replace secrets in the command (`--password=…`, URL passwords, tokens) with `***`
+    /// in every output; `--no-redact` keeps them.
+    pub redact: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -86,6 +86,9 @@ struct SessionArgs {
     /// Write summary.json exactly here instead of in the output folder.
     #[arg(long, value_name = "PATH")]
     summary_path: Option<PathBuf>,
+    /// Keep secrets (passwords, tokens, URL credentials) of the command in the outputs.
+    #[arg(long)]
+    no_redact: bool,
     #[command(flatten)]
     out: CommonOut,
     /// The command to measure, after `--`.
@@ -189,6 +192,7 @@ fn output(o: CommonOut, run_id: Option<String>, summary_path: Option<PathBuf>) -
         quiet: o.quiet,
         run_id,
         summary_path,
+        redact: true,
     }
 }
 
@@ -213,7 +217,10 @@ fn session(mode: Mode, a: SessionArgs) -> Plan {
             stack_bytes: a.stack_bytes,
             wakeups: !a.no_wakeups,
         },
-        output: output(a.out, a.run_id, a.summary_path),
+        output: OutputPlan {
+            redact: !a.no_redact,
+            ..output(a.out, a.run_id, a.summary_path)
+        },
     })
 }
 

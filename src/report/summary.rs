@@ -65,3 +65,18 @@ pub fn build(
         "warnings": map.warnings,
     })
 }
+
+/// The envelope of a session that stopped before writing its outputs (an error, a
+/// full disk, an interrupt): the status, the reason, and no artifacts (the folder's
+/// other files may be from any run).
+pub fn stopped(rec: &Recording, status: Status, reason: &str, out_dir: &Path) -> Value {
+    json!({
+        "schema": "profmap-summary/1",
+        "status": status.as_str(),
+        "message": reason,
+        "run_id": rec.meta.run_id,
+        "command": rec.meta.command,
+        "output_dir": out_dir.display().to_string(),
+        "artifacts": {},
+    })
+}

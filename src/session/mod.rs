@@ -6,144 +6,89 @@
 //! Outputs are written whatever happens after the first measurement — a failing target,
 //! a timeout or Ctrl-C still leave the figures measured so far — and a command that
 //! cannot be run is refused before the output folder is touched.
+//!
+//! The output folder may be someone else's: one session holds it at a time (`lock`),
+//! every file goes through a fresh temporary renamed into place relative to a folder
+//! reached without following links (`outfile`, `dirfd`), the command's secrets are
+//! masked before anything is written (`redact`, run.log headers included), and run.log
+//! is capped per run (`runlog`).
 
-use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::analyse;
 use crate::error::Error;
 use crate::measure::{self, Echo, LogSink, Outcome, RunOptions};
 use crate::plan::ReportPlan;
 use crate::plan::{Mode, OutputPlan, SessionPlan};
-use crate::profile::{
-    ExitStatus, Recording, SampledProfile, SessionMeta, read_recording, write_recording,
-};
-use crate::report::{self, DeepView, summary::Status};
+use crate::profile::{ExitStatus, Recording, SessionMeta, read_recording};
+use crate::report::summary::Status;
 use crate::target;
 use crate::ui;
 
+mod dirfd;
 mod hooks;
+pub mod lock;
+pub mod outfile;
+mod outputs;
+pub mod redact;
+pub mod runlog;
+
+pub use outputs::{OWN_FILES, Written, write_outputs};
 
 /// The output folder when none is given.
 pub const DEFAULT_OUT: &str = "profile_output";
 
 /// Files profmap owns in the output folder (only these are ever replaced).
 pub const RECORDING: &str = "profile.json.gz";
+/// The runs' output and profmap's log.
+pub const RUN_LOG: &str = "run.log";
 
 /// Run a `bench`, `run` or `record` session; returns the exit code.
 pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
     target::resolve_program(&plan.target.program)?;
+    if let Some(p) = &plan.output.summary_path {
+        check_summary_path(p)?;
+    }
     let default_out = PathBuf::from(DEFAULT_OUT);
     let out = prepare_out_dir(plan.output.dir.as_ref().unwrap_or(&default_out))?;
+    let command = if plan.output.redact {
+        redact::redact_argv(&plan.target.argv_lossy())
+    } else {
+        plan.target.argv_lossy()
+    };
+    let mut rec = Recording::new(session_meta(&command, plan.output.run_id.clone()));
+    let _lock = lock::lock(&out, &rec.meta.run_id, rec.meta.started_unix_s)?;
+    outfile::remove_leftover_temporaries(&out, OWN_FILES);
     target::become_subreaper();
     measure::signals::install();
 
-    let log_file =
-        File::create(out.join("run.log")).map_err(|e| Error::io(&out.join("run.log"), e))?;
-    let log: LogSink = Arc::new(Mutex::new(Box::new(BufWriter::new(log_file))));
-    let quiet = plan.output.quiet;
-    let opts = RunOptions {
-        timeout: plan.measure.timeout,
-        poll_interval: plan.measure.poll_interval,
-        timeline_every: Duration::from_millis(50),
-        kill_grace: Duration::from_secs(2),
-        echo: if quiet {
-            Echo::None
-        } else if plan.output.json_stdout {
-            Echo::StderrOnly
-        } else {
-            Echo::Terminal
-        },
-        notes: Default::default(),
-    };
-    let mut rec = Recording::new(session_meta(
-        &plan.target.argv_lossy(),
-        plan.output.run_id.clone(),
-    ));
-
-    let mut status = Status::Completed;
-    let mut message: Option<String> = None;
-    let mut code = 0;
-
-    if plan.mode != Mode::Record {
-        let total = plan.measure.warmup + plan.measure.runs;
-        let pb = ui::progress(total, quiet || plan.output.json_stdout);
-        let (baseline, outcome) = measure::run_baseline(
-            &plan.target,
-            &plan.measure,
-            &opts,
-            &log,
-            &mut || Box::new(hooks::CountProcesses::default()),
-            &mut |done, _| {
-                if let Some(pb) = &pb {
-                    pb.set_position(u64::from(done));
-                }
-            },
-        )?;
-        if let Some(pb) = pb {
-            pb.finish_and_clear();
-        }
-        let failures: Vec<String> = baseline
-            .runs
-            .iter()
-            .filter(|r| !r.exit.success())
-            .map(|r| format!("{} in run {}", measure::describe_exit(&r.exit), r.index))
-            .collect();
-        if plan.measure.allow_failure && !failures.is_empty() {
-            rec.warnings.push(format!(
-                "the target failed during the baseline ({}); measured anyway (--allow-failure)",
-                failures.join(", ")
-            ));
-        }
-        rec.baseline = Some(baseline);
-        match outcome {
-            Outcome::Completed => {}
-            Outcome::TargetFailed { run, warmup, exit } => {
-                let which = if warmup {
-                    format!("warm-up run {run}")
-                } else {
-                    format!("run {run}")
-                };
-                let msg = match exit {
-                    ExitStatus::Timeout => format!(
-                        "the target timed out ({}) in {which}; its whole process tree was terminated — \
-                         raise --timeout or fix the hang",
-                        plan.measure
-                            .timeout
-                            .map_or("timeout".into(), |t| format!("after {t:?}"))
-                    ),
-                    _ => format!(
-                        "the target fails before profiling ({} in {which}) — fix it first, or pass --allow-failure",
-                        measure::describe_exit(&exit)
-                    ),
-                };
-                rec.warnings.push(msg.clone());
-                status = Status::Failed;
-                message = Some(msg);
-                code = 1;
-            }
-            Outcome::Interrupted if rec.baseline.as_ref().is_none_or(|b| b.runs.is_empty()) => {
-                return Err(Error::Interrupted);
-            }
-            Outcome::Interrupted => {
-                status = Status::Interrupted;
-                message = Some("interrupted by the user; outputs hold what was measured".into());
-                code = 130;
-            }
-        }
-    }
-    if code == 0
-        && plan.mode != Mode::Bench
-        && let Some(outcome) = profiled_run(plan, &opts, &log, &mut rec)?
-    {
-        (status, code) = (outcome.status, outcome.code);
-        message = Some(outcome.message);
-    }
+    let private = outfile::private_outputs();
+    let runlog = runlog::RunLog::create(&out, RUN_LOG, private, plan.output.redact)?;
+    let log: LogSink = runlog.sink();
+    let opts = run_options(plan);
+    let outcome = measure_all(plan, &opts, &log, &mut rec);
     rec.warnings.extend(measure::take_notes(&opts.notes));
+    let t = outputs::Target {
+        out: &out,
+        oplan: &plan.output,
+        keep: &[RUN_LOG],
+        private,
+    };
+    let (status, code, message) = match outcome {
+        Ok(None) => (Status::Completed, 0, None),
+        Ok(Some(s)) => (s.status, s.code, Some(s.message)),
+        Err(e) => {
+            // Keep the log of what happened, and no earlier summary beside it.
+            let _ = runlog.commit();
+            let status = match e {
+                Error::Interrupted => Status::Interrupted,
+                _ => Status::Failed,
+            };
+            outputs::failed_summary(&rec, &t, status, &e.to_string());
+            return Err(e);
+        }
+    };
     if let Ok(mut l) = log.lock() {
         for w in &rec.warnings {
             let _ = writeln!(l, "profmap: warning: {w}");
@@ -153,9 +98,127 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
         }
         let _ = l.flush();
     }
-    let written = write_outputs(&rec, &out, &plan.output, status, message.as_deref(), true)?;
+    let written = match runlog.commit() {
+        Ok(()) => write_outputs(&rec, &t, status, message.as_deref(), true)?,
+        Err(e) => return Err(outputs::fail(&rec, &t, &e)),
+    };
     finish_terminal(&plan.output, &written, message.as_deref());
     Ok(code)
+}
+
+/// How runs are run: timeout, polling, echo of the target's output.
+fn run_options(plan: &SessionPlan) -> RunOptions {
+    RunOptions {
+        timeout: plan.measure.timeout,
+        poll_interval: plan.measure.poll_interval,
+        timeline_every: Duration::from_millis(50),
+        kill_grace: Duration::from_secs(2),
+        echo: if plan.output.quiet {
+            Echo::None
+        } else if plan.output.json_stdout {
+            Echo::StderrOnly
+        } else {
+            Echo::Terminal
+        },
+        notes: Default::default(),
+    }
+}
+
+/// The baseline (unless `record`), then the profiled run (unless `bench` or the
+/// baseline did not succeed); None when all went well.
+fn measure_all(
+    plan: &SessionPlan,
+    opts: &RunOptions,
+    log: &LogSink,
+    rec: &mut Recording,
+) -> Result<Option<Setback>, Error> {
+    if plan.mode != Mode::Record
+        && let Some(s) = baseline_phase(plan, opts, log, rec)?
+    {
+        return Ok(Some(s));
+    }
+    if plan.mode == Mode::Bench {
+        return Ok(None);
+    }
+    profiled_run(plan, opts, log, rec)
+}
+
+/// The warm-ups and counted runs; a setback when the target failed or the user
+/// interrupted.
+fn baseline_phase(
+    plan: &SessionPlan,
+    opts: &RunOptions,
+    log: &LogSink,
+    rec: &mut Recording,
+) -> Result<Option<Setback>, Error> {
+    let quiet = plan.output.quiet;
+    let total = plan.measure.warmup + plan.measure.runs;
+    let pb = ui::progress(total, quiet || plan.output.json_stdout);
+    let (baseline, outcome) = measure::run_baseline(
+        &plan.target,
+        &plan.measure,
+        opts,
+        log,
+        &mut || Box::new(hooks::CountProcesses::default()),
+        &mut |done, _| {
+            if let Some(pb) = &pb {
+                pb.set_position(u64::from(done));
+            }
+        },
+    )?;
+    if let Some(pb) = pb {
+        pb.finish_and_clear();
+    }
+    let failures: Vec<String> = baseline
+        .runs
+        .iter()
+        .filter(|r| !r.exit.success())
+        .map(|r| format!("{} in run {}", measure::describe_exit(&r.exit), r.index))
+        .collect();
+    if plan.measure.allow_failure && !failures.is_empty() {
+        rec.warnings.push(format!(
+            "the target failed during the baseline ({}); measured anyway (--allow-failure)",
+            failures.join(", ")
+        ));
+    }
+    rec.baseline = Some(baseline);
+    match outcome {
+        Outcome::Completed => Ok(None),
+        Outcome::TargetFailed { run, warmup, exit } => {
+            let which = if warmup {
+                format!("warm-up run {run}")
+            } else {
+                format!("run {run}")
+            };
+            let msg = match exit {
+                ExitStatus::Timeout => format!(
+                    "the target timed out ({}) in {which}; its whole process tree was terminated — \
+                     raise --timeout or fix the hang",
+                    plan.measure
+                        .timeout
+                        .map_or("timeout".into(), |t| format!("after {t:?}"))
+                ),
+                _ => format!(
+                    "the target fails before profiling ({} in {which}) — fix it first, or pass --allow-failure",
+                    measure::describe_exit(&exit)
+                ),
+            };
+            rec.warnings.push(msg.clone());
+            Ok(Some(Setback {
+                status: Status::Failed,
+                code: 1,
+                message: msg,
+            }))
+        }
+        Outcome::Interrupted if rec.baseline.as_ref().is_none_or(|b| b.runs.is_empty()) => {
+            Err(Error::Interrupted)
+        }
+        Outcome::Interrupted => Ok(Some(Setback {
+            status: Status::Interrupted,
+            code: 130,
+            message: "interrupted by the user; outputs hold what was measured".into(),
+        })),
+    }
 }
 
 /// `profmap report`: re-analyse a recording and rewrite every output from it.
@@ -180,10 +243,23 @@ pub fn report(plan: &ReportPlan) -> Result<i32, Error> {
             .unwrap_or_else(|| PathBuf::from(".")),
     };
     let out = prepare_out_dir(&out_dir)?;
+    let _lock = lock::lock(&out, &rec.meta.run_id, rec.meta.started_unix_s)?;
+    outfile::remove_leftover_temporaries(&out, OWN_FILES);
     let same =
         std::fs::canonicalize(&input).ok() == std::fs::canonicalize(out.join(RECORDING)).ok();
     let status = status_of(&rec);
-    let w = write_outputs(&rec, &out, &plan.output, status, None, !same)?;
+    let keep: &[&str] = if same {
+        &[RUN_LOG, RECORDING]
+    } else {
+        &[RUN_LOG]
+    };
+    let t = outputs::Target {
+        out: &out,
+        oplan: &plan.output,
+        keep,
+        private: outfile::private_outputs(),
+    };
+    let w = write_outputs(&rec, &t, status, None, !same)?;
     finish_terminal(&plan.output, &w, None);
     Ok(0)
 }
@@ -282,134 +358,6 @@ fn profiled_run(
     Ok(None)
 }
 
-/// What was written, for the terminal.
-#[derive(Debug)]
-pub struct Written {
-    pub map: report::PerfMap,
-    pub report_path: PathBuf,
-}
-
-/// Write the recording, baseline.json, the map (JSON + YAML), report.md and summary.json.
-pub fn write_outputs(
-    rec: &Recording,
-    out: &Path,
-    oplan: &OutputPlan,
-    status: Status,
-    message: Option<&str>,
-    write_rec: bool,
-) -> Result<Written, Error> {
-    let mut artifacts = BTreeMap::new();
-    let mut add = |k: &str, v: &str| {
-        artifacts.insert(k.to_string(), v.to_string());
-    };
-    add("performance_map_json", "performance_map.json");
-    add("performance_map_yaml", "performance_map.yaml");
-    add("report", "report.md");
-    add("recording", RECORDING);
-    add("run_log", "run.log");
-    if rec.baseline.is_some() {
-        add("baseline", "baseline.json");
-    }
-    // Relative to the output folder, or absolute when --summary-path puts it elsewhere.
-    let summary_artifact = oplan
-        .summary_path
-        .as_ref()
-        .map_or("summary.json".to_string(), |p| p.display().to_string());
-    artifacts.insert("summary".into(), summary_artifact);
-
-    if write_rec {
-        write_recording(rec, &out.join(RECORDING))?;
-    }
-    let deep = match &rec.sampled {
-        Some(p) => {
-            write_profile_views(p, out)?;
-            for (k, v) in [
-                ("flamegraph", "flamegraph.svg"),
-                ("flamegraph_cpu", "flamegraph-cpu.svg"),
-                ("stacks_folded", "stacks.folded"),
-            ] {
-                artifacts.insert(k.into(), v.into());
-            }
-            let mut a = analyse::analyse(p);
-            if let Some(run) = &rec.profiled_run {
-                analyse::add_run_evidence(&mut a, run);
-            }
-            Some(DeepView::from_analysis(&a))
-        }
-        None => None,
-    };
-    let deep = deep.as_ref();
-    if let Some(b) = &rec.baseline {
-        let mut v = serde_json::to_value(b).map_err(|e| Error::Tool(e.to_string()))?;
-        if let Some(runs) = v.get_mut("runs").and_then(|r| r.as_array_mut()) {
-            for r in runs {
-                if let Some(o) = r.as_object_mut() {
-                    o.remove("timeline");
-                }
-            }
-        }
-        let doc = serde_json::json!({
-            "run_id": rec.meta.run_id,
-            "command": rec.meta.command,
-            "note": "every run's raw figures; per-run timelines are in profile.json.gz",
-            "baseline": v,
-        });
-        report::write_text(out, "baseline.json", &pretty(&doc)?)?;
-    }
-    let map = report::build(rec, deep, &artifacts);
-    let json = pretty(&map.doc)?;
-    report::write_text(out, "performance_map.json", &json)?;
-    report::write_text(
-        out,
-        "performance_map.yaml",
-        report::to_yaml(&map.doc)?.as_bytes(),
-    )?;
-    report::write_text(
-        out,
-        "report.md",
-        report::markdown::render(rec, &map).as_bytes(),
-    )?;
-    let summary = report::summary::build(rec, &map, status, message, out, &artifacts);
-    let sjson = pretty(&summary)?;
-    match &oplan.summary_path {
-        Some(p) => {
-            if let Some(parent) = p.parent().filter(|p| !p.as_os_str().is_empty()) {
-                std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-            }
-            std::fs::write(p, &sjson).map_err(|e| Error::io(p, e))?;
-        }
-        None => report::write_text(out, "summary.json", &sjson)?,
-    }
-    if oplan.json_stdout {
-        let mut so = std::io::stdout().lock();
-        let _ = so.write_all(&json);
-        let _ = so.write_all(b"\n");
-    }
-    Ok(Written {
-        map,
-        report_path: out.join("report.md"),
-    })
-}
-
-/// Flamegraphs (wall-clock and on-CPU) and collapsed stacks of a deep profile.
-fn write_profile_views(p: &SampledProfile, out: &Path) -> Result<(), Error> {
-    use crate::export::flamegraph::{FlameKind, svg};
-    let wall = svg(
-        p,
-        FlameKind::Wall,
-        "profmap: wall-clock time (on-CPU + off-CPU by wait class)",
-    )?;
-    report::write_text(out, "flamegraph.svg", &wall)?;
-    let cpu = svg(p, FlameKind::Cpu, "profmap: on-CPU time")?;
-    report::write_text(out, "flamegraph-cpu.svg", &cpu)?;
-    let folded = crate::export::folded::folded(p, false);
-    report::write_text(out, "stacks.folded", folded.as_bytes())
-}
-
-fn pretty(v: &serde_json::Value) -> Result<Vec<u8>, Error> {
-    serde_json::to_vec_pretty(v).map_err(|e| Error::Tool(e.to_string()))
-}
-
 /// Print any failure message and the summary table, on stderr: stdout carries only the
 /// target's output (or, with `--json`, the map).
 pub fn finish_terminal(oplan: &OutputPlan, w: &Written, message: Option<&str>) {
@@ -425,13 +373,51 @@ pub fn finish_terminal(oplan: &OutputPlan, w: &Written, message: Option<&str>) {
     ));
 }
 
-/// Create the output folder, or reuse it; a file in its place is an error.
+/// Create the output folder, or reuse it; a file in its place, or a folder another
+/// user controls, is an error.
 pub fn prepare_out_dir(dir: &Path) -> Result<PathBuf, Error> {
     if dir.exists() && !dir.is_dir() {
         return Err(Error::OutIsFile(dir.to_path_buf()));
     }
+    outfile::check_out_dir(dir)?;
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     Ok(std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf()))
+}
+
+/// Refuse, before anything runs, a `--summary-path` that could not be written: a
+/// folder, or one whose folder cannot be created or written.
+fn check_summary_path(p: &Path) -> Result<(), Error> {
+    let bad = |why: String| {
+        Err(Error::Usage(format!(
+            "--summary-path '{}': {why}",
+            p.display()
+        )))
+    };
+    if p.is_dir() {
+        return bad("is a folder; give a file path".into());
+    }
+    if p.file_name().is_none() {
+        return bad("has no file name".into());
+    }
+    let parent = p
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if let Err(e) = std::fs::create_dir_all(parent) {
+        return bad(format!("its folder cannot be created ({e})"));
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(parent.as_os_str().as_bytes())
+        .map_err(|e| Error::Usage(e.to_string()))?;
+    // SAFETY: access reads a valid NUL-terminated path.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return bad(format!(
+            "its folder '{}' is not writable ({e})",
+            parent.display()
+        ));
+    }
+    Ok(())
 }
 
 /// When, where and what.

@@ -1,0 +1,309 @@
+//! Writing a session's files into the output folder, every one through
+//! [`super::outfile`] (temporary, fsync, rename; never a planted link).
+//!
+//! Invariants:
+//! - `summary.json` is written last, so a complete summary means a complete set;
+//! - profmap's own files ([`OWN_FILES`]) that this session did not write are removed
+//!   (only regular files), so no flamegraph of an earlier run sits beside a new summary;
+//! - when a write fails (a full disk), the summary says `failed` and why, or — if even
+//!   that cannot be written — the old summary is removed; the error names the folder
+//!   and its free space.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use flate2::Compression;
+use flate2::write::GzEncoder;
+
+use super::outfile::{self, TempOut};
+use super::{RECORDING, RUN_LOG};
+use crate::analyse;
+use crate::error::Error;
+use crate::plan::OutputPlan;
+use crate::profile::{Recording, SampledProfile};
+use crate::report::{self, DeepView, summary::Status};
+
+/// Every file profmap may write into an output folder.
+pub const OWN_FILES: &[&str] = &[
+    "performance_map.json",
+    "performance_map.yaml",
+    "report.md",
+    "summary.json",
+    "baseline.json",
+    RECORDING,
+    RUN_LOG,
+    "flamegraph.svg",
+    "flamegraph-cpu.svg",
+    "stacks.folded",
+];
+
+/// What was written, for the terminal.
+#[derive(Debug)]
+pub struct Written {
+    pub map: report::PerfMap,
+    pub report_path: PathBuf,
+}
+
+/// How to write: where, what to keep, whether files are private.
+#[derive(Debug)]
+pub struct Target<'a> {
+    pub out: &'a Path,
+    pub oplan: &'a OutputPlan,
+    /// Own files this session keeps without writing them (run.log, a re-read recording).
+    pub keep: &'a [&'a str],
+    /// Recording and log readable by their owner only (root profiling a target).
+    pub private: bool,
+}
+
+/// Names written so far.
+#[derive(Debug, Default)]
+struct Done(BTreeSet<String>);
+
+impl Done {
+    fn put(&mut self, t: &Target, name: &str, bytes: &[u8]) -> Result<(), Error> {
+        outfile::write_file(t.out, name, bytes, false)?;
+        self.0.insert(name.to_string());
+        Ok(())
+    }
+}
+
+/// Write the recording, baseline.json, the map (JSON + YAML), report.md and
+/// summary.json; then remove stale own files. See the module doc for failures.
+pub fn write_outputs(
+    rec: &Recording,
+    t: &Target,
+    status: Status,
+    message: Option<&str>,
+    write_rec: bool,
+) -> Result<Written, Error> {
+    let mut done = Done::default();
+    match write_all(rec, t, status, message, write_rec, &mut done) {
+        Ok(w) => {
+            for name in OWN_FILES {
+                if !done.0.contains(*name) && !t.keep.contains(name) {
+                    outfile::remove_regular(t.out, name);
+                }
+            }
+            Ok(w)
+        }
+        Err(e) => Err(fail(rec, t, &e)),
+    }
+}
+
+/// After a failed write: a `failed` summary, or no summary; the error to report.
+pub fn fail(rec: &Recording, t: &Target, e: &Error) -> Error {
+    let free = outfile::free_bytes(t.out).map_or("unknown".to_string(), |b| format!("{b} bytes"));
+    let reason = format!(
+        "could not write the outputs in '{}': {e} (free space there: {free}); the folder \
+         holds a summary with status \"failed\" or none",
+        t.out.display()
+    );
+    failed_summary(rec, t, Status::Failed, &reason);
+    Error::Tool(reason)
+}
+
+/// Replace the summary with one saying `failed` (or `blocked`) and why; if even that
+/// cannot be written, remove the old one.
+pub fn failed_summary(rec: &Recording, t: &Target, status: Status, reason: &str) {
+    let doc = report::summary::stopped(rec, status, reason, t.out);
+    let wrote = pretty(&doc).and_then(|b| write_summary(t, &b));
+    if wrote.is_err() {
+        match &t.oplan.summary_path {
+            Some(p) => {
+                let _ = std::fs::remove_file(p);
+            }
+            None => outfile::remove_regular(t.out, "summary.json"),
+        }
+    }
+}
+
+fn write_all(
+    rec: &Recording,
+    t: &Target,
+    status: Status,
+    message: Option<&str>,
+    write_rec: bool,
+    done: &mut Done,
+) -> Result<Written, Error> {
+    let mut artifacts = BTreeMap::new();
+    for (k, v) in [
+        ("performance_map_json", "performance_map.json"),
+        ("performance_map_yaml", "performance_map.yaml"),
+        ("report", "report.md"),
+        ("recording", RECORDING),
+        ("run_log", RUN_LOG),
+    ] {
+        artifacts.insert(k.to_string(), v.to_string());
+    }
+    // Relative to the output folder, or absolute when --summary-path puts it elsewhere.
+    let summary_artifact = t
+        .oplan
+        .summary_path
+        .as_ref()
+        .map_or("summary.json".to_string(), |p| p.display().to_string());
+    artifacts.insert("summary".into(), summary_artifact);
+    if write_rec {
+        write_recording(rec, t)?;
+        done.0.insert(RECORDING.into());
+    }
+    let deep = match &rec.sampled {
+        Some(p) => {
+            write_profile_views(p, t, done)?;
+            for (k, v) in [
+                ("flamegraph", "flamegraph.svg"),
+                ("flamegraph_cpu", "flamegraph-cpu.svg"),
+                ("stacks_folded", "stacks.folded"),
+            ] {
+                artifacts.insert(k.into(), v.into());
+            }
+            let mut a = analyse::analyse(p);
+            if let Some(run) = &rec.profiled_run {
+                analyse::add_run_evidence(&mut a, run);
+            }
+            Some(DeepView::from_analysis(&a))
+        }
+        None => None,
+    };
+    if rec.baseline.is_some() {
+        done.put(t, "baseline.json", &pretty(&baseline_doc(rec)?)?)?;
+        artifacts.insert("baseline".into(), "baseline.json".into());
+    }
+    let map = report::build(rec, deep.as_ref(), &artifacts);
+    let json = pretty(&map.doc)?;
+    done.put(t, "performance_map.json", &json)?;
+    done.put(
+        t,
+        "performance_map.yaml",
+        report::to_yaml(&map.doc)?.as_bytes(),
+    )?;
+    let md = report::markdown::render(rec, &map);
+    done.put(t, "report.md", md.as_bytes())?;
+    let summary = report::summary::build(rec, &map, status, message, t.out, &artifacts);
+    write_summary(t, &pretty(&summary)?)?;
+    if t.oplan.summary_path.is_none() {
+        done.0.insert("summary.json".into());
+    }
+    if t.oplan.json_stdout {
+        let mut so = std::io::stdout().lock();
+        let _ = so.write_all(&json);
+        let _ = so.write_all(b"\n");
+    }
+    Ok(Written {
+        map,
+        report_path: t.out.join("report.md"),
+    })
+}
+
+/// summary.json in the folder, or at `--summary-path` (through a temporary beside it).
+fn write_summary(t: &Target, bytes: &[u8]) -> Result<(), Error> {
+    match &t.oplan.summary_path {
+        Some(p) => {
+            let dir = p
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            let name = p
+                .file_name()
+                .and_then(|n| n.to_str())
+                .ok_or_else(|| Error::Usage(format!("bad --summary-path '{}'", p.display())))?;
+            // Links in a path the user gave are theirs to have; none inside is followed.
+            let dir = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
+            outfile::write_file(&dir, name, bytes, false).map(|_| ())
+        }
+        None => outfile::write_file(t.out, "summary.json", bytes, false).map(|_| ()),
+    }
+}
+
+/// The recording, gzip JSON (the format `profile::read_recording` reads).
+fn write_recording(rec: &Recording, t: &Target) -> Result<(), Error> {
+    let mut tmp = TempOut::create(t.out, RECORDING, t.private)?;
+    let path = t.out.join(RECORDING);
+    {
+        let mut enc = GzEncoder::new(BufWriter::new(tmp.file()), Compression::fast());
+        serde_json::to_writer(&mut enc, rec).map_err(|e| match e.io_error_kind() {
+            Some(k) => Error::io(&path, k.into()),
+            None => Error::Tool(e.to_string()),
+        })?;
+        let mut inner = enc.finish().map_err(|e| Error::io(&path, e))?;
+        inner.flush().map_err(|e| Error::io(&path, e))?;
+    }
+    tmp.commit().map(|_| ())
+}
+
+/// baseline.json: every run's raw figures, without the per-run timelines.
+fn baseline_doc(rec: &Recording) -> Result<serde_json::Value, Error> {
+    let mut v = serde_json::to_value(&rec.baseline).map_err(|e| Error::Tool(e.to_string()))?;
+    if let Some(runs) = v.get_mut("runs").and_then(|r| r.as_array_mut()) {
+        for r in runs {
+            if let Some(o) = r.as_object_mut() {
+                o.remove("timeline");
+            }
+        }
+    }
+    Ok(serde_json::json!({
+        "run_id": rec.meta.run_id,
+        "command": rec.meta.command,
+        "note": "every run's raw figures; per-run timelines are in profile.json.gz",
+        "baseline": v,
+    }))
+}
+
+/// Flamegraphs (wall-clock and on-CPU) and collapsed stacks of a deep profile.
+fn write_profile_views(p: &SampledProfile, t: &Target, done: &mut Done) -> Result<(), Error> {
+    use crate::export::flamegraph::{FlameKind, svg};
+    let wall = svg(
+        p,
+        FlameKind::Wall,
+        "profmap: wall-clock time (on-CPU + off-CPU by wait class)",
+    )?;
+    done.put(t, "flamegraph.svg", &wall)?;
+    let cpu = svg(p, FlameKind::Cpu, "profmap: on-CPU time")?;
+    done.put(t, "flamegraph-cpu.svg", &cpu)?;
+    let folded = crate::export::folded::folded(p, false);
+    done.put(t, "stacks.folded", folded.as_bytes())
+}
+
+fn pretty(v: &serde_json::Value) -> Result<Vec<u8>, Error> {
+    serde_json::to_vec_pretty(v).map_err(|e| Error::Tool(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_write_replaces_the_old_summary_with_a_failed_one() {
+        let d = tempfile::tempdir().expect("tmp");
+        std::fs::write(d.path().join("summary.json"), "{\"status\": \"completed\"}")
+            .expect("write");
+        let rec = Recording::new(super::super::session_meta(&["x".into()], Some("r1".into())));
+        let oplan = OutputPlan {
+            dir: None,
+            json_stdout: false,
+            quiet: true,
+            run_id: None,
+            summary_path: None,
+            redact: true,
+        };
+        let t = Target {
+            out: d.path(),
+            oplan: &oplan,
+            keep: &[],
+            private: false,
+        };
+        let e = fail(&rec, &t, &Error::Tool("No space left on device".into()));
+        let msg = e.to_string();
+        assert!(msg.contains(&d.path().display().to_string()), "{msg}");
+        assert!(msg.contains("free space there"), "{msg}");
+        let text = std::fs::read_to_string(d.path().join("summary.json")).expect("read");
+        let s: serde_json::Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(s["status"], "failed");
+        assert_eq!(s["run_id"], "r1");
+        assert!(
+            s["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("No space"))
+        );
+    }
+}
