@@ -570,13 +570,15 @@ fn many_runs_of_one_program_are_one_step() {
     assert!(share > 60.0, "the runs hold the session: {group}");
     let a = find_step(&group["children"], "func_a").expect("func_a under the group");
     assert_eq!(a["process"], "three_funcs (40 processes)");
+    // The top bottleneck is the runs' work; which of the three comes first depends on
+    // how much preemption other load adds to each, their CPU split does not.
     let top = &map["profile_result"]["top_bottlenecks"][0];
     assert!(
-        top["description"]
-            .as_str()
-            .is_some_and(|d| d.starts_with("func_a")),
+        ["func_a", "func_b", "func_c"].contains(&top["function"].as_str().unwrap_or("")),
         "{top}"
     );
+    let cpu = |f: &str| hotspot_sum(&map, f, "self_cpu_time_ms");
+    assert!(cpu("func_a") > cpu("func_b") && cpu("func_b") > cpu("func_c"));
     // The flamegraph input merges them the same way.
     let folded = std::fs::read_to_string(d.path().join("stacks.folded")).expect("folded");
     let func_a: Vec<&str> = folded.lines().filter(|l| l.contains(";func_a")).collect();
