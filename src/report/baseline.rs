@@ -37,7 +37,7 @@ pub struct BaselineSummary {
     pub threads_peak: u64,
     pub gpu_utilization_pct: Option<f64>,
     pub gpu_memory_peak_mb: Option<f64>,
-    pub exit_codes: Vec<serde_json::Value>,
+    pub exit_codes: Vec<ExitCode>,
     pub statistics: BTreeMap<&'static str, Stat>,
     pub warnings: Vec<String>,
 }
@@ -51,19 +51,39 @@ pub fn run_memory_peak(r: &RunMeasurement) -> (f64, &'static str) {
     }
 }
 
-/// "exit code" entry of the schema: the code, or a string.
-pub fn exit_code_value(e: &ExitStatus) -> serde_json::Value {
+/// "exit code" entry of the schema: the code, or a string ("signal 11", "timeout").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum ExitCode {
+    /// The run exited with this code.
+    Code(i32),
+    /// How the run ended otherwise: "signal N", "signal N (core dumped)", "timeout",
+    /// "interrupted".
+    Text(String),
+}
+
+impl std::fmt::Display for ExitCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExitCode::Code(c) => write!(f, "{c}"),
+            ExitCode::Text(t) => f.write_str(t),
+        }
+    }
+}
+
+/// The schema's exit code of a run.
+pub fn exit_code_value(e: &ExitStatus) -> ExitCode {
     match e {
-        ExitStatus::Code { code } => serde_json::Value::from(*code),
+        ExitStatus::Code { code } => ExitCode::Code(*code),
         ExitStatus::Signal {
             signal,
             core_dumped,
         } => {
             let core = if *core_dumped { " (core dumped)" } else { "" };
-            serde_json::Value::from(format!("signal {signal}{core}"))
+            ExitCode::Text(format!("signal {signal}{core}"))
         }
-        ExitStatus::Timeout => "timeout".into(),
-        ExitStatus::Interrupted => "interrupted".into(),
+        ExitStatus::Timeout => ExitCode::Text("timeout".into()),
+        ExitStatus::Interrupted => ExitCode::Text("interrupted".into()),
     }
 }
 

@@ -4,9 +4,8 @@
 
 use std::fmt::Write;
 
-use serde_json::Value;
-
 use super::perfmap::{PerfMap, shell_join};
+use crate::analyse::{Bottleneck, CriticalPathSummary, Hotspot, Step};
 use crate::profile::Recording;
 
 fn esc(s: &str) -> String {
@@ -67,11 +66,12 @@ pub fn render(rec: &Recording, map: &PerfMap) -> String {
     let _ = writeln!(
         o,
         "- Classification: **{}** — {}\n",
-        map.classification, map.bottleneck_detail
+        map.result().bottleneck_classification.as_str(),
+        map.result().bottleneck_detail
     );
 
     let _ = writeln!(o, "## Part A — measurements\n");
-    if let Some(b) = &map.baseline {
+    if let Some(b) = map.baseline() {
         let _ = writeln!(
             o,
             "### Baseline statistics ({} counted run(s), {} warm-up)\n",
@@ -175,26 +175,28 @@ pub fn render(rec: &Recording, map: &PerfMap) -> String {
                     "exit codes".into(),
                     b.exit_codes
                         .iter()
-                        .map(|v| v.to_string().trim_matches('"').to_string())
+                        .map(ToString::to_string)
                         .collect::<Vec<_>>()
                         .join(", "),
                 ],
             ],
         );
     }
-    let pr = &map.doc["profile_result"];
-    render_hotspots(&mut o, &pr["hotspots"]);
-    render_critical_path(&mut o, &pr["performance_map"]["critical_path"]);
-    render_steps(&mut o, &pr["performance_map"]["steps"]);
-    render_bottlenecks(&mut o, &map.top_bottlenecks);
+    let pr = map.result();
+    render_hotspots(&mut o, &pr.hotspots);
+    if let Some(cp) = &pr.performance_map.critical_path {
+        render_critical_path(&mut o, cp);
+    }
+    render_steps(&mut o, &pr.performance_map.steps);
+    render_bottlenecks(&mut o, &pr.top_bottlenecks);
     let _ = writeln!(o, "### Recommendations\n");
     let _ = writeln!(
         o,
         "None yet: no suspicion has been confirmed by measurement.\n"
     );
-    if !map.warnings.is_empty() {
+    if !pr.warnings.is_empty() {
         let _ = writeln!(o, "### Warnings\n");
-        for w in &map.warnings {
+        for w in &pr.warnings {
             let _ = writeln!(o, "- {}", w);
         }
         o.push('\n');
@@ -205,30 +207,23 @@ pub fn render(rec: &Recording, map: &PerfMap) -> String {
     o
 }
 
-fn render_hotspots(o: &mut String, h: &Value) {
-    let Some(list) = h.as_array().filter(|l| !l.is_empty()) else {
+fn render_hotspots(o: &mut String, list: &[Hotspot]) {
+    if list.is_empty() {
         return;
-    };
+    }
     let _ = writeln!(o, "### Hotspots (self time)\n");
     let rows: Vec<Vec<String>> = list
         .iter()
         .map(|x| {
             vec![
-                x["function"].as_str().unwrap_or("?").to_string(),
-                f(x["self_time_ms"].as_f64().unwrap_or(0.0), 1),
-                f(x["self_share_pct"].as_f64().unwrap_or(0.0), 1),
-                x["self_cpu_time_ms"]
-                    .as_f64()
-                    .map_or("".into(), |v| f(v, 1)),
-                x["total_share_pct"].as_f64().map_or("".into(), |v| f(v, 1)),
-                if x["on_cpu"].as_bool().unwrap_or(false) {
-                    "on-CPU"
-                } else {
-                    "off-CPU"
-                }
-                .into(),
-                x["module"].as_str().unwrap_or("").to_string(),
-                x["location"].as_str().unwrap_or("").to_string(),
+                x.function.clone(),
+                f(x.self_time_ms, 1),
+                f(x.self_share_pct, 1),
+                f(x.self_cpu_time_ms, 1),
+                f(x.total_share_pct, 1),
+                if x.on_cpu { "on-CPU" } else { "off-CPU" }.into(),
+                x.module.clone().unwrap_or_default(),
+                x.location.clone().unwrap_or_default(),
             ]
         })
         .collect();
@@ -249,21 +244,14 @@ fn render_hotspots(o: &mut String, h: &Value) {
 }
 
 /// How the shares were made: the critical path's figures.
-fn render_critical_path(o: &mut String, cp: &Value) {
-    let Some(model) = cp["model"].as_str() else {
-        return;
-    };
+fn render_critical_path(o: &mut String, cp: &CriticalPathSummary) {
     let _ = writeln!(
         o,
         "### Critical path
 "
     );
-    let ms = |k: &str| {
-        cp[k]
-            .as_f64()
-            .map_or("—".to_string(), |v| format!("{} ms", f(v, 1)))
-    };
-    let what = if model == "critical_path" {
+    let ms = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{} ms", f(v, 1)));
+    let what = if cp.model == "critical_path" {
         "each moment of the run charged to the thread it waited for (wake-ups followed back \
          from the end); steps' wall ms and shares are of this path, thread ms is the summed \
          time of their threads"
@@ -276,56 +264,53 @@ fn render_critical_path(o: &mut String, cp: &Value) {
         o,
         &["figure", "value"],
         &[
-            vec!["path length (shares' denominator)".into(), ms("length_ms")],
-            vec!["span, first to last activity".into(), ms("span_ms")],
+            vec![
+                "path length (shares' denominator)".into(),
+                ms(Some(cp.length_ms)),
+            ],
+            vec!["span, first to last activity".into(), ms(cp.span_ms)],
             vec![
                 "waits followed to their waker".into(),
-                ms("followed_waits_ms"),
+                ms(cp.followed_waits_ms),
             ],
             vec![
                 "on-CPU on the path with no sample".into(),
-                ms("unsampled_ms"),
+                ms(cp.unsampled_ms),
             ],
-            vec!["not attributable to a thread".into(), ms("unattributed_ms")],
+            vec![
+                "not attributable to a thread".into(),
+                ms(cp.unattributed_ms),
+            ],
         ],
     );
 }
 
-fn render_steps(o: &mut String, steps: &Value) {
-    let Some(list) = steps.as_array().filter(|l| !l.is_empty()) else {
+/// One row per step, children indented under their parent.
+fn step_rows(s: &Step, depth: usize, rows: &mut Vec<Vec<String>>) {
+    let trunc = if s.truncated { " …" } else { "" };
+    rows.push(vec![
+        s.id.clone(),
+        format!("{}{}{trunc}", "  ".repeat(depth), s.function),
+        f(s.wall_time_ms, 1),
+        f(s.thread_time_ms, 1),
+        f(s.cpu_time_ms, 1),
+        f(s.time_share_pct, 1),
+        s.classification.as_str().to_string(),
+        s.location.clone().unwrap_or_default(),
+    ]);
+    for ch in &s.children {
+        step_rows(ch, depth + 1, rows);
+    }
+}
+
+fn render_steps(o: &mut String, steps: &[Step]) {
+    if steps.is_empty() {
         return;
-    };
+    }
     let _ = writeln!(o, "### Steps\n");
     let mut rows = Vec::new();
-    fn walk(v: &Value, depth: usize, rows: &mut Vec<Vec<String>>) {
-        let name = format!(
-            "{}{}",
-            "  ".repeat(depth),
-            v["function"].as_str().unwrap_or("?")
-        );
-        let trunc = if v["truncated"].as_bool().unwrap_or(false) {
-            " …"
-        } else {
-            ""
-        };
-        rows.push(vec![
-            v["id"].as_str().unwrap_or("").to_string(),
-            format!("{name}{trunc}"),
-            f(v["wall_time_ms"].as_f64().unwrap_or(0.0), 1),
-            v["thread_time_ms"].as_f64().map_or("".into(), |t| f(t, 1)),
-            f(v["cpu_time_ms"].as_f64().unwrap_or(0.0), 1),
-            f(v["time_share_pct"].as_f64().unwrap_or(0.0), 1),
-            v["classification"].as_str().unwrap_or("").to_string(),
-            v["location"].as_str().unwrap_or("").to_string(),
-        ]);
-        if let Some(c) = v["children"].as_array() {
-            for ch in c {
-                walk(ch, depth + 1, rows);
-            }
-        }
-    }
-    for s in list {
-        walk(s, 0, &mut rows);
+    for s in steps {
+        step_rows(s, 0, &mut rows);
     }
     table(
         o,
@@ -343,26 +328,24 @@ fn render_steps(o: &mut String, steps: &Value) {
     );
 }
 
-fn render_bottlenecks(o: &mut String, top: &Value) {
-    let Some(list) = top.as_array().filter(|l| !l.is_empty()) else {
+fn render_bottlenecks(o: &mut String, list: &[Bottleneck]) {
+    if list.is_empty() {
         return;
-    };
+    }
     let _ = writeln!(o, "### Bottlenecks\n");
     for (i, b) in list.iter().enumerate() {
         let _ = writeln!(
             o,
             "{}. **{}** (step {}, {}, {:.1}% of wall time) — {}",
             i + 1,
-            b["function"].as_str().unwrap_or("?"),
-            b["step"].as_str().unwrap_or("?"),
-            b["type"].as_str().unwrap_or("?"),
-            b["share"].as_f64().unwrap_or(0.0),
-            b["description"].as_str().unwrap_or("")
+            b.function,
+            b.step,
+            b.class.as_str(),
+            b.share,
+            b.description
         );
-        if let Some(chain) = b["why_chain"].as_array() {
-            for w in chain {
-                let _ = writeln!(o, "   - why: {}", w.as_str().unwrap_or(""));
-            }
+        for w in &b.why_chain {
+            let _ = writeln!(o, "   - why: {w}");
         }
     }
     o.push('\n');

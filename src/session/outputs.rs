@@ -264,7 +264,7 @@ fn write_profile_views(p: &SampledProfile, t: &Target, done: &mut Done) -> Resul
     done.put(t, "stacks.folded", folded.as_bytes())
 }
 
-fn pretty(v: &serde_json::Value) -> Result<Vec<u8>, Error> {
+fn pretty<T: serde::Serialize + ?Sized>(v: &T) -> Result<Vec<u8>, Error> {
     serde_json::to_vec_pretty(v).map_err(|e| Error::Tool(e.to_string()))
 }
 
