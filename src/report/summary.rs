@@ -28,17 +28,6 @@ pub enum Status {
     Interrupted,
 }
 
-impl Status {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Status::Completed => "completed",
-            Status::Failed => "failed",
-            Status::Blocked => "blocked",
-            Status::Interrupted => "interrupted",
-        }
-    }
-}
-
 /// `summary.json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
