@@ -4,9 +4,10 @@
 
 use std::fmt::Write;
 
-use super::perfmap::{PerfMap, shell_join};
+use super::baseline::BaselineSummary;
+use super::map::ProfileResult;
+use super::perfmap::PerfMap;
 use crate::analyse::{Bottleneck, CriticalPathSummary, Hotspot, Step};
-use crate::profile::Recording;
 
 fn esc(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
@@ -45,144 +46,17 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map(|x| f(x, digits)).unwrap_or_else(|| "unknown".into())
 }
 
-/// Render the whole report.
-pub fn render(rec: &Recording, map: &PerfMap) -> String {
+/// Render the whole report from the map.
+pub fn render(map: &PerfMap) -> String {
+    let pr = map.result();
     let mut o = String::new();
-    let _ = writeln!(o, "# profmap report\n");
-    let _ = writeln!(
-        o,
-        "- Command: `{}`",
-        shell_join(&rec.meta.command).replace('`', "'")
-    );
-    let _ = writeln!(o, "- Run id: `{}`", rec.meta.run_id);
-    if let Some(h) = &rec.meta.hostname {
-        let _ = writeln!(
-            o,
-            "- Machine: {h}, {} CPUs, kernel {}",
-            rec.meta.cpus.map_or("?".into(), |c| c.to_string()),
-            rec.meta.kernel.as_deref().unwrap_or("?")
-        );
-    }
-    let _ = writeln!(
-        o,
-        "- Classification: **{}** — {}\n",
-        map.result().bottleneck_classification.as_str(),
-        map.result().bottleneck_detail
-    );
-
+    render_header(&mut o, pr);
     let _ = writeln!(o, "## Part A — measurements\n");
     if let Some(b) = map.baseline() {
-        let _ = writeln!(
-            o,
-            "### Baseline statistics ({} counted run(s), {} warm-up)\n",
-            b.runs, b.warmup_runs
-        );
-        let rows: Vec<Vec<String>> = b
-            .statistics
-            .iter()
-            .map(|(k, s)| {
-                let d = if k.contains("bytes") || k.contains("switches") || k.contains("faults") {
-                    0
-                } else {
-                    2
-                };
-                vec![
-                    k.to_string(),
-                    f(s.median, d),
-                    f(s.mean, d),
-                    f(s.stddev, d),
-                    f(s.min, d),
-                    f(s.max, d),
-                    s.values
-                        .iter()
-                        .map(|v| f(*v, d))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                ]
-            })
-            .collect();
-        table(
-            &mut o,
-            &["metric", "median", "mean", "stddev", "min", "max", "values"],
-            &rows,
-        );
-
-        let _ = writeln!(o, "### CPU\n");
-        table(
-            &mut o,
-            &["metric", "median"],
-            &[
-                vec!["wall time".into(), format!("{} ms", f(b.wall_time_ms, 1))],
-                vec![
-                    "CPU time (user + sys)".into(),
-                    format!("{} ms", f(b.cpu_time_ms, 1)),
-                ],
-                vec!["user".into(), format!("{} ms", f(b.user_time_ms, 1))],
-                vec!["sys".into(), format!("{} ms", f(b.sys_time_ms, 1))],
-                vec![
-                    "CPU utilisation (cores busy)".into(),
-                    f(b.cpu_utilization, 2),
-                ],
-                vec![
-                    "voluntary context switches".into(),
-                    b.voluntary_context_switches.to_string(),
-                ],
-                vec![
-                    "involuntary context switches".into(),
-                    b.involuntary_context_switches.to_string(),
-                ],
-            ],
-        );
-        let _ = writeln!(o, "### Memory\n");
-        table(
-            &mut o,
-            &["metric", "median"],
-            &[
-                vec![
-                    format!("peak memory ({})", b.memory_peak_basis),
-                    format!("{} MiB", f(b.memory_peak_mb, 1)),
-                ],
-                vec![
-                    "memory delta of the main process".into(),
-                    format!("{} MiB", opt(b.memory_delta_mb, 1)),
-                ],
-                vec!["minor page faults".into(), b.minor_page_faults.to_string()],
-                vec!["major page faults".into(), b.major_page_faults.to_string()],
-            ],
-        );
-        let _ = writeln!(o, "### I/O\n");
-        table(
-            &mut o,
-            &["metric", "median"],
-            &[
-                vec!["storage read".into(), bytes(b.io_read_bytes)],
-                vec!["storage write".into(), bytes(b.io_write_bytes)],
-                vec![
-                    "read calls (rchar, page cache included)".into(),
-                    bytes(b.io_rchar_bytes),
-                ],
-                vec!["write calls (wchar)".into(), bytes(b.io_wchar_bytes)],
-            ],
-        );
-        let _ = writeln!(o, "### Processes\n");
-        table(
-            &mut o,
-            &["metric", "value"],
-            &[
-                vec!["processes started (median)".into(), b.processes.to_string()],
-                vec!["peak threads".into(), b.threads_peak.to_string()],
-                vec![
-                    "exit codes".into(),
-                    b.exit_codes
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                ],
-            ],
-        );
+        render_statistics(&mut o, b);
+        render_cpu_memory(&mut o, b);
+        render_io_processes(&mut o, b);
     }
-    let pr = map.result();
     render_hotspots(&mut o, &pr.hotspots);
     if let Some(cp) = &pr.performance_map.critical_path {
         render_critical_path(&mut o, cp);
@@ -205,6 +79,152 @@ pub fn render(rec: &Recording, map: &PerfMap) -> String {
     table(&mut o, &["File", "Change type", "What", "Lines"], &[]);
     let _ = writeln!(o, "No file was instrumented in this session.");
     o
+}
+
+/// Title, command, run id, machine and verdict.
+fn render_header(o: &mut String, pr: &ProfileResult) {
+    let _ = writeln!(o, "# profmap report\n");
+    let _ = writeln!(
+        o,
+        "- Command: `{}`",
+        pr.performance_map.test_command.replace('`', "'")
+    );
+    let env = &pr.environment;
+    let _ = writeln!(o, "- Run id: `{}`", env.run_id);
+    if let Some(h) = &env.hostname {
+        let _ = writeln!(
+            o,
+            "- Machine: {h}, {} CPUs, kernel {}",
+            env.cpus.map_or("?".into(), |c| c.to_string()),
+            env.kernel.as_deref().unwrap_or("?")
+        );
+    }
+    let _ = writeln!(
+        o,
+        "- Classification: **{}** — {}\n",
+        pr.bottleneck_classification.as_str(),
+        pr.bottleneck_detail
+    );
+}
+
+/// Every metric's statistics over the counted runs.
+fn render_statistics(o: &mut String, b: &BaselineSummary) {
+    let _ = writeln!(
+        o,
+        "### Baseline statistics ({} counted run(s), {} warm-up)\n",
+        b.runs, b.warmup_runs
+    );
+    let rows: Vec<Vec<String>> = b
+        .statistics
+        .iter()
+        .map(|(k, s)| {
+            let d = if k.contains("bytes") || k.contains("switches") || k.contains("faults") {
+                0
+            } else {
+                2
+            };
+            vec![
+                k.to_string(),
+                f(s.median, d),
+                f(s.mean, d),
+                f(s.stddev, d),
+                f(s.min, d),
+                f(s.max, d),
+                s.values
+                    .iter()
+                    .map(|v| f(*v, d))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ]
+        })
+        .collect();
+    table(
+        o,
+        &["metric", "median", "mean", "stddev", "min", "max", "values"],
+        &rows,
+    );
+}
+
+/// The CPU and memory medians.
+fn render_cpu_memory(o: &mut String, b: &BaselineSummary) {
+    let _ = writeln!(o, "### CPU\n");
+    table(
+        o,
+        &["metric", "median"],
+        &[
+            vec!["wall time".into(), format!("{} ms", f(b.wall_time_ms, 1))],
+            vec![
+                "CPU time (user + sys)".into(),
+                format!("{} ms", f(b.cpu_time_ms, 1)),
+            ],
+            vec!["user".into(), format!("{} ms", f(b.user_time_ms, 1))],
+            vec!["sys".into(), format!("{} ms", f(b.sys_time_ms, 1))],
+            vec![
+                "CPU utilisation (cores busy)".into(),
+                f(b.cpu_utilization, 2),
+            ],
+            vec![
+                "voluntary context switches".into(),
+                b.voluntary_context_switches.to_string(),
+            ],
+            vec![
+                "involuntary context switches".into(),
+                b.involuntary_context_switches.to_string(),
+            ],
+        ],
+    );
+    let _ = writeln!(o, "### Memory\n");
+    table(
+        o,
+        &["metric", "median"],
+        &[
+            vec![
+                format!("peak memory ({})", b.memory_peak_basis),
+                format!("{} MiB", f(b.memory_peak_mb, 1)),
+            ],
+            vec![
+                "memory delta of the main process".into(),
+                format!("{} MiB", opt(b.memory_delta_mb, 1)),
+            ],
+            vec!["minor page faults".into(), b.minor_page_faults.to_string()],
+            vec!["major page faults".into(), b.major_page_faults.to_string()],
+        ],
+    );
+}
+
+/// The I/O medians, processes and exit codes.
+fn render_io_processes(o: &mut String, b: &BaselineSummary) {
+    let _ = writeln!(o, "### I/O\n");
+    table(
+        o,
+        &["metric", "median"],
+        &[
+            vec!["storage read".into(), bytes(b.io_read_bytes)],
+            vec!["storage write".into(), bytes(b.io_write_bytes)],
+            vec![
+                "read calls (rchar, page cache included)".into(),
+                bytes(b.io_rchar_bytes),
+            ],
+            vec!["write calls (wchar)".into(), bytes(b.io_wchar_bytes)],
+        ],
+    );
+    let _ = writeln!(o, "### Processes\n");
+    table(
+        o,
+        &["metric", "value"],
+        &[
+            vec!["processes started (median)".into(), b.processes.to_string()],
+            vec!["peak threads".into(), b.threads_peak.to_string()],
+            vec![
+                "exit codes".into(),
+                b.exit_codes
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ],
+        ],
+    );
 }
 
 fn render_hotspots(o: &mut String, list: &[Hotspot]) {

@@ -63,7 +63,7 @@ fn map(rec: &Recording) -> PerfMap {
 #[test]
 fn report_md_shows_the_typed_maps_figures() {
     let rec = recording();
-    let md = markdown::render(&rec, &map(&rec));
+    let md = markdown::render(&map(&rec));
     assert!(
         md.contains("| hot_fn | 123.5 | 42.0 | 100.0 | 68.0 | on-CPU | app |  |"),
         "{md}"

@@ -177,7 +177,7 @@ fn write_all(
         "performance_map.yaml",
         report::to_yaml(&map.doc)?.as_bytes(),
     )?;
-    let md = report::markdown::render(rec, &map);
+    let md = report::markdown::render(&map);
     done.put(t, "report.md", md.as_bytes())?;
     let summary = report::summary::build(rec, &map, status, message, t.out, &artifacts);
     write_summary(t, &pretty(&summary)?)?;
