@@ -1,5 +1,6 @@
 //! The performance map (`performance_map.json` / `.yaml`): the schema's document built
-//! from a recording and, when a deep profile was taken, from its analysis.
+//! from a recording and, when a deep profile was taken, from its analysis. The
+//! document's types are in [`super::map`]; this module fills them.
 //!
 //! Nothing here is invented: a figure the session did not measure is null (with a
 //! warning) or an empty list, as the schema allows.
