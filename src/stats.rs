@@ -7,13 +7,20 @@ use serde::Serialize;
 /// Threshold on the modified Z-score above which a value is an outlier.
 pub const OUTLIER_Z: f64 = 3.5;
 
+/// One metric over the runs (schema `$defs/stat`).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Stat {
+    /// The middle value (the mean of the two middle ones for an even count).
     pub median: f64,
+    /// The arithmetic mean.
     pub mean: f64,
+    /// Sample standard deviation (0 for one value).
     pub stddev: f64,
+    /// Smallest value.
     pub min: f64,
+    /// Largest value.
     pub max: f64,
+    /// Every value, in run order.
     pub values: Vec<f64>,
     /// Indices into `values` of outliers.
     pub outliers: Vec<usize>,

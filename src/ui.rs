@@ -58,7 +58,7 @@ pub fn summary_table(map: &PerfMap, report_path: &str) -> String {
         t.force_no_tty();
     }
     t.set_header(vec!["metric", "median", "spread (min … max)"]);
-    if let Some(b) = &map.baseline {
+    if let Some(b) = map.baseline() {
         let spread = |k: &str, unit: &str, d: usize| {
             b.statistics
                 .get(k)
@@ -106,18 +106,17 @@ pub fn summary_table(map: &PerfMap, report_path: &str) -> String {
     let mut out = format!("{t}\n");
     out.push_str(&format!(
         "classification: {} — {}\n",
-        map.classification, map.bottleneck_detail
+        map.result().bottleneck_classification.as_str(),
+        map.result().bottleneck_detail
     ));
-    if let Some(list) = map.top_bottlenecks.as_array() {
-        for (i, b) in list.iter().enumerate() {
-            out.push_str(&format!(
-                "  {}. [{}] step {}: {}\n",
-                i + 1,
-                b["type"].as_str().unwrap_or("?"),
-                b["step"].as_str().unwrap_or("?"),
-                b["description"].as_str().unwrap_or("")
-            ));
-        }
+    for (i, b) in map.result().top_bottlenecks.iter().enumerate() {
+        out.push_str(&format!(
+            "  {}. [{}] step {}: {}\n",
+            i + 1,
+            b.class.as_str(),
+            b.step,
+            b.description
+        ));
     }
     for w in map.quality.headline_texts() {
         out.push_str(&format!("warning: {w}\n"));

@@ -32,13 +32,18 @@ pub struct Bottleneck {
     pub step: String,
     /// The function (or, for a thread's stack-less time, the thread).
     pub function: String,
+    /// file:line when known.
     pub location: Option<String>,
+    /// Binary or shared object, when known.
     pub module: Option<String>,
+    /// Its bottleneck class (the schema's `type`).
     #[serde(rename = "type")]
     pub class: Classification,
     /// Its own share of the session's wall time (critical path), percent.
     pub share: f64,
+    /// One sentence with the figures behind it.
     pub description: String,
+    /// Each entry answers "why?" for the previous one, with a measured figure.
     pub why_chain: Vec<String>,
 }
 

@@ -21,6 +21,10 @@
 //!
 //! The category then maps to a bottleneck [`Classification`]; `child` and `thread` are
 //! the exceptions, resolved by the caller to the class of the work they wait for.
+//!
+//! Each category's facts (key, description, class, flamegraph colour) live in one row of
+//! [`CATEGORY_FACTS`]; every reader (the maps' keys, sentences, classes, the
+//! flamegraph's palette) goes through it.
 
 use crate::profile::{Frame, FrameKind, SampleKind, WaitState};
 
@@ -52,60 +56,171 @@ pub enum WaitCategory {
     Other,
 }
 
+/// A colour as red, green, blue (the flamegraph's off-CPU leaves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rgb(pub u8, pub u8, pub u8);
+
+/// Everything known about one [`WaitCategory`], in one row of [`CATEGORY_FACTS`].
+#[derive(Debug, Clone, Copy)]
+pub struct CategoryFacts {
+    /// The category this row describes (rows are in declaration order of the enum).
+    pub category: WaitCategory,
+    /// The key used in every `wait_breakdown_ms` map and in `[off-cpu: KEY]` frames.
+    pub key: &'static str,
+    /// A few words for sentences ("on-CPU", "sleeping", ...).
+    pub description: &'static str,
+    /// The bottleneck class of time in this category. `Child` and `Thread` have no class
+    /// of their own (it is the awaited work's): theirs is `Idle`, the answer when that
+    /// work is unknown.
+    pub class: Classification,
+    /// Fixed colour of the category's off-CPU leaf frame in the flamegraph (blues and
+    /// purples for waits, grey for unattributed, red for the run queue).
+    pub colour: Rgb,
+}
+
+/// One row per category, in the enum's order: adding a category is one row here.
+pub const CATEGORY_FACTS: [CategoryFacts; 13] = {
+    use Classification as C;
+    use WaitCategory as W;
+    const fn row(
+        category: W,
+        key: &'static str,
+        description: &'static str,
+        class: C,
+        colour: Rgb,
+    ) -> CategoryFacts {
+        CategoryFacts {
+            category,
+            key,
+            description,
+            class,
+            colour,
+        }
+    }
+    [
+        row(W::Cpu, "cpu", "on-CPU", C::Cpu, Rgb(230, 120, 60)),
+        row(
+            W::Runqueue,
+            "runqueue",
+            "runnable but waiting for a CPU (preempted)",
+            C::Cpu,
+            Rgb(215, 60, 60),
+        ),
+        row(
+            W::File,
+            "file",
+            "blocked on file I/O",
+            C::IoFile,
+            Rgb(70, 170, 190),
+        ),
+        row(
+            W::Network,
+            "network",
+            "blocked on network I/O",
+            C::IoNetwork,
+            Rgb(70, 115, 225),
+        ),
+        row(
+            W::Lock,
+            "lock",
+            "blocked on a lock (futex)",
+            C::Lock,
+            Rgb(170, 120, 215),
+        ),
+        row(
+            W::Sleep,
+            "sleep",
+            "sleeping (nanosleep)",
+            C::Idle,
+            Rgb(150, 190, 240),
+        ),
+        row(
+            W::Child,
+            "child",
+            "waiting for a child process",
+            C::Idle,
+            Rgb(140, 150, 200),
+        ),
+        row(
+            W::Thread,
+            "thread",
+            "waiting for another thread (join, condition variable)",
+            C::Idle,
+            Rgb(125, 135, 185),
+        ),
+        row(
+            W::Pipe,
+            "pipe",
+            "blocked on a pipe",
+            C::Idle,
+            Rgb(110, 200, 230),
+        ),
+        // A socket, a pipe or a timer: network, idle or sleep cannot be told apart.
+        row(
+            W::Poll,
+            "poll",
+            "waiting for events (epoll, poll, select)",
+            C::Unknown,
+            Rgb(95, 160, 215),
+        ),
+        row(
+            W::PageFault,
+            "page_fault",
+            "blocked in page faults",
+            C::Memory,
+            Rgb(205, 110, 200),
+        ),
+        row(
+            W::Memory,
+            "memory",
+            "on-CPU in the kernel faulting in or clearing memory",
+            C::Memory,
+            Rgb(225, 95, 170),
+        ),
+        row(
+            W::Other,
+            "other",
+            "off-CPU for an unattributed reason",
+            C::Unknown,
+            Rgb(165, 165, 165),
+        ),
+    ]
+};
+
+// The table is in the enum's order, so a category's row is found by its index.
+const _: () = {
+    let mut i = 0;
+    while i < CATEGORY_FACTS.len() {
+        assert!(CATEGORY_FACTS[i].category as usize == i);
+        i += 1;
+    }
+};
+
 impl WaitCategory {
-    /// Every category, in a fixed order (used as array index).
-    pub const ALL: [WaitCategory; 13] = [
-        WaitCategory::Cpu,
-        WaitCategory::Runqueue,
-        WaitCategory::File,
-        WaitCategory::Network,
-        WaitCategory::Lock,
-        WaitCategory::Sleep,
-        WaitCategory::Child,
-        WaitCategory::Thread,
-        WaitCategory::Pipe,
-        WaitCategory::Poll,
-        WaitCategory::PageFault,
-        WaitCategory::Memory,
-        WaitCategory::Other,
-    ];
+    /// Every category, in a fixed order (used as array index): the table's.
+    pub const ALL: [WaitCategory; CATEGORY_FACTS.len()] = {
+        let mut all = [WaitCategory::Other; CATEGORY_FACTS.len()];
+        let mut i = 0;
+        while i < all.len() {
+            all[i] = CATEGORY_FACTS[i].category;
+            i += 1;
+        }
+        all
+    };
+
+    /// The category's row of [`CATEGORY_FACTS`].
+    pub fn facts(self) -> &'static CategoryFacts {
+        &CATEGORY_FACTS[self.index()]
+    }
 
     /// The key used in `wait_breakdown_ms`.
     pub fn key(self) -> &'static str {
-        match self {
-            WaitCategory::Cpu => "cpu",
-            WaitCategory::Runqueue => "runqueue",
-            WaitCategory::File => "file",
-            WaitCategory::Network => "network",
-            WaitCategory::Lock => "lock",
-            WaitCategory::Sleep => "sleep",
-            WaitCategory::Child => "child",
-            WaitCategory::Thread => "thread",
-            WaitCategory::Pipe => "pipe",
-            WaitCategory::Poll => "poll",
-            WaitCategory::PageFault => "page_fault",
-            WaitCategory::Memory => "memory",
-            WaitCategory::Other => "other",
-        }
+        self.facts().key
     }
 
     /// A few words for sentences ("on-CPU", "sleeping", ...).
     pub fn describe(self) -> &'static str {
-        match self {
-            WaitCategory::Cpu => "on-CPU",
-            WaitCategory::Runqueue => "runnable but waiting for a CPU (preempted)",
-            WaitCategory::File => "blocked on file I/O",
-            WaitCategory::Network => "blocked on network I/O",
-            WaitCategory::Lock => "blocked on a lock (futex)",
-            WaitCategory::Sleep => "sleeping (nanosleep)",
-            WaitCategory::Child => "waiting for a child process",
-            WaitCategory::Thread => "waiting for another thread (join, condition variable)",
-            WaitCategory::Pipe => "blocked on a pipe",
-            WaitCategory::Poll => "waiting for events (epoll, poll, select)",
-            WaitCategory::PageFault => "blocked in page faults",
-            WaitCategory::Memory => "on-CPU in the kernel faulting in or clearing memory",
-            WaitCategory::Other => "off-CPU for an unattributed reason",
-        }
+        self.facts().description
     }
 
     /// Index into [`WaitCategory::ALL`].
@@ -113,23 +228,9 @@ impl WaitCategory {
         self as usize
     }
 
-    /// The bottleneck class of time in this category. `Child` and `Thread` have no class
-    /// of their own (it is the awaited work's): this returns `Idle`, the answer when that
-    /// work is unknown.
+    /// The bottleneck class of time in this category (see [`CategoryFacts::class`]).
     pub fn classification(self) -> Classification {
-        match self {
-            WaitCategory::Cpu | WaitCategory::Runqueue => Classification::Cpu,
-            WaitCategory::File => Classification::IoFile,
-            WaitCategory::Network => Classification::IoNetwork,
-            WaitCategory::Lock => Classification::Lock,
-            WaitCategory::Sleep
-            | WaitCategory::Pipe
-            | WaitCategory::Child
-            | WaitCategory::Thread => Classification::Idle,
-            WaitCategory::PageFault | WaitCategory::Memory => Classification::Memory,
-            // A socket, a pipe or a timer: network, idle or sleep cannot be told apart.
-            WaitCategory::Poll | WaitCategory::Other => Classification::Unknown,
-        }
+        self.facts().class
     }
 }
 
@@ -438,6 +539,44 @@ mod tests {
 
     const S: WaitState = WaitState::Sleeping;
     const D: WaitState = WaitState::Uninterruptible;
+
+    /// Exhaustive on purpose: a new variant does not compile here until it is listed.
+    fn position(c: WaitCategory) -> usize {
+        use WaitCategory as W;
+        match c {
+            W::Cpu => 0,
+            W::Runqueue => 1,
+            W::File => 2,
+            W::Network => 3,
+            W::Lock => 4,
+            W::Sleep => 5,
+            W::Child => 6,
+            W::Thread => 7,
+            W::Pipe => 8,
+            W::Poll => 9,
+            W::PageFault => 10,
+            W::Memory => 11,
+            W::Other => 12,
+        }
+    }
+
+    #[test]
+    fn every_category_has_one_row_and_a_distinct_key() {
+        // The last variant has a row, so every one before it does (rows are in order).
+        assert_eq!(position(WaitCategory::Other) + 1, CATEGORY_FACTS.len());
+        for (i, f) in CATEGORY_FACTS.iter().enumerate() {
+            assert_eq!(position(f.category), i, "{:?} out of order", f.category);
+            assert_eq!(f.category.facts().key, f.key);
+            assert!(!f.description.is_empty(), "{:?}", f.category);
+        }
+        let keys: std::collections::BTreeSet<&str> = CATEGORY_FACTS.iter().map(|f| f.key).collect();
+        assert_eq!(keys.len(), CATEGORY_FACTS.len(), "duplicate keys");
+        let colours: std::collections::BTreeSet<(u8, u8, u8)> = CATEGORY_FACTS
+            .iter()
+            .map(|f| (f.colour.0, f.colour.1, f.colour.2))
+            .collect();
+        assert_eq!(colours.len(), CATEGORY_FACTS.len(), "duplicate colours");
+    }
 
     #[test]
     fn every_rule_has_patterns() {

@@ -36,16 +36,24 @@ pub const MAX_HOTSPOTS: usize = 20;
 /// One hotspot (schema `profile_result.hotspots[]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hotspot {
+    /// The function.
     pub function: String,
+    /// Binary or shared object, when known.
     pub module: Option<String>,
+    /// file:line when known.
     pub location: Option<String>,
+    /// Time in the function's own frame (not in callees), on-CPU and off-CPU, ms.
     pub self_time_ms: f64,
+    /// `self_time_ms` as a share of the session's wall time, percent.
     pub self_share_pct: f64,
     /// The part of the self time spent on a CPU (the rest is off-CPU: waiting or
     /// preempted).
     pub self_cpu_time_ms: f64,
+    /// Time with the function on the stack (callees included), ms.
     pub total_time_ms: f64,
+    /// `total_time_ms` as a share of the session's wall time, percent.
     pub total_share_pct: f64,
+    /// At least half of its self time was on a CPU.
     pub on_cpu: bool,
 }
 

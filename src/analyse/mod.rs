@@ -111,10 +111,15 @@ pub struct Analysis {
     pub total_cpu_ms: f64,
     /// The full call tree (not depth-limited; not serialized into the map).
     pub call_tree: CallTree,
+    /// The depth-limited step tree of the performance map.
     pub steps: Vec<Step>,
+    /// Functions by self time, highest first.
     pub hotspots: Vec<Hotspot>,
+    /// The session's bottleneck class.
     pub classification: Classification,
+    /// One sentence with the figures behind the class.
     pub bottleneck_detail: String,
+    /// At most three bottlenecks, largest first.
     pub top_bottlenecks: Vec<Bottleneck>,
     /// Whole session, every category key present: cpu, runqueue, file, network, lock,
     /// sleep, child, pipe, page_fault, other.
@@ -122,6 +127,7 @@ pub struct Analysis {
     /// The same split of the summed thread time (every thread, on the critical path or
     /// not): what the threads did, where `wait_breakdown_ms` is what the run waited for.
     pub thread_wait_breakdown_ms: BTreeMap<String, f64>,
+    /// What makes the analysis less certain.
     pub warnings: Vec<String>,
 }
 

@@ -65,8 +65,11 @@ pub enum StepType {
 pub struct Step {
     /// "1", "1.2", "1.2.3", ...
     pub id: String,
+    /// The function (or process, thread, or pooled "other") the step is.
     pub function: String,
+    /// file:line when known.
     pub location: Option<String>,
+    /// Binary or shared object, when known.
     pub module: Option<String>,
     /// "name (pid)" of the process the step ran in; None for a pool spanning processes.
     pub process: Option<String>,
@@ -80,14 +83,19 @@ pub struct Step {
     pub thread_time_ms: f64,
     /// Critical-path time in the step's own frame(s), not in callees.
     pub self_time_ms: f64,
+    /// `wall_time_ms` as a share of the session's critical path, percent.
     pub time_share_pct: f64,
+    /// What kind of step it is (schema `$defs/step_type`).
     #[serde(rename = "type")]
     pub step_type: StepType,
+    /// The bottleneck class of its time.
     pub classification: Classification,
     /// Inclusive wall time per category (only the categories that occurred).
     pub wait_breakdown_ms: BTreeMap<String, f64>,
+    /// Deeper frames were cut at the depth limit and folded into this step.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
+    /// Its callees (or threads, processes), largest first, then the pooled "other".
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<Step>,
 }

@@ -6,9 +6,10 @@
 //!
 //! Colours: user frames take inferno's "hot" palette, hashed on the name so a function
 //! keeps its colour from run to run. Off-CPU leaf frames get a fixed colour per wait
-//! category (blues and purples for waits, grey for unattributed, red for the run queue)
-//! and kernel frames a muted green. Both are set through inferno's palette map, which
-//! takes precedence over the palette for the names it holds.
+//! category, from its row of analyse's category table (blues and purples for waits, grey
+//! for unattributed, red for the run queue) and kernel frames a muted green. Both are
+//! set through inferno's palette map, which takes precedence over the palette for the
+//! names it holds.
 //!
 //! Widths are microseconds. With no samples inferno refuses to draw; this returns a
 //! small valid SVG that says "no samples" instead, so a report always has a picture.
@@ -16,7 +17,7 @@
 use inferno::flamegraph::color::{Color, PaletteMap};
 use inferno::flamegraph::{Options, from_lines};
 
-use crate::analyse::classify::WaitCategory;
+use crate::analyse::classify::{Rgb, WaitCategory};
 use crate::error::Error;
 use crate::profile::{FrameKind, SampledProfile};
 
@@ -31,23 +32,10 @@ pub enum FlameKind {
     Cpu,
 }
 
-/// The fixed colour of an off-CPU leaf frame.
+/// The fixed colour of an off-CPU leaf frame (the category's row in
+/// [`crate::analyse::classify::CATEGORY_FACTS`]).
 pub fn off_cpu_color(c: WaitCategory) -> Color {
-    let (r, g, b) = match c {
-        WaitCategory::Cpu => (230, 120, 60),
-        WaitCategory::Runqueue => (215, 60, 60),
-        WaitCategory::Sleep => (150, 190, 240),
-        WaitCategory::Lock => (170, 120, 215),
-        WaitCategory::File => (70, 170, 190),
-        WaitCategory::Network => (70, 115, 225),
-        WaitCategory::Child => (140, 150, 200),
-        WaitCategory::Thread => (125, 135, 185),
-        WaitCategory::Pipe => (110, 200, 230),
-        WaitCategory::Poll => (95, 160, 215),
-        WaitCategory::PageFault => (205, 110, 200),
-        WaitCategory::Memory => (225, 95, 170),
-        WaitCategory::Other => (165, 165, 165),
-    };
+    let Rgb(r, g, b) = c.facts().colour;
     Color { r, g, b }
 }
 

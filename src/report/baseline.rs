@@ -13,32 +13,60 @@ const MIB_KB: f64 = 1024.0;
 /// `profile_result.performance_map.baseline` of the schema.
 #[derive(Debug, Clone, Serialize)]
 pub struct BaselineSummary {
+    /// Counted runs the figures are medians of.
     pub runs: u32,
+    /// Discarded warm-up runs before them.
     pub warmup_runs: u32,
+    /// Median wall time, ms.
     pub wall_time_ms: f64,
+    /// Median CPU time, user + sys over the whole process tree, ms.
     pub cpu_time_ms: f64,
+    /// Median user CPU time of the tree, ms.
     pub user_time_ms: f64,
+    /// Median system CPU time of the tree, ms.
     pub sys_time_ms: f64,
+    /// cpu_time / wall_time: 1.0 is one core busy the whole run.
     pub cpu_utilization: f64,
+    /// Median peak resident set of the process tree, MiB (see `memory_peak_basis`).
     pub memory_peak_mb: f64,
+    /// "tree_sum" (live processes summed at the peak) or "largest_process".
     pub memory_peak_basis: &'static str,
+    /// Resident set at the end minus at the start of the main process, MiB; None
+    /// when unknown.
     pub memory_delta_mb: Option<f64>,
+    /// Median bytes fetched from storage (read_bytes), process tree.
     pub io_read_bytes: u64,
+    /// Median bytes sent to storage (write_bytes), process tree.
     pub io_write_bytes: u64,
+    /// Median bytes passed to read-like syscalls, page cache included.
     pub io_rchar_bytes: u64,
+    /// Median bytes passed to write-like syscalls.
     pub io_wchar_bytes: u64,
+    /// Median voluntary context switches (the tree blocked).
     pub voluntary_context_switches: u64,
+    /// Median involuntary context switches (the tree was preempted).
     pub involuntary_context_switches: u64,
+    /// Median minor page faults.
     pub minor_page_faults: u64,
+    /// Median major page faults (served from storage).
     pub major_page_faults: u64,
+    /// HTTP round trips per run; None: not measured.
     pub http_round_trips: Option<u64>,
+    /// Database round trips per run; None: not measured.
     pub db_round_trips: Option<u64>,
+    /// Median number of processes the target started (itself included).
     pub processes: u64,
+    /// Median peak thread count.
     pub threads_peak: u64,
+    /// GPU utilisation, percent; None: not measured.
     pub gpu_utilization_pct: Option<f64>,
+    /// Peak GPU memory, MiB; None: not measured.
     pub gpu_memory_peak_mb: Option<f64>,
-    pub exit_codes: Vec<serde_json::Value>,
+    /// Exit code of each counted run.
+    pub exit_codes: Vec<ExitCode>,
+    /// Median, mean, stddev, min, max and values of each metric over the runs.
     pub statistics: BTreeMap<&'static str, Stat>,
+    /// What makes these figures less certain.
     pub warnings: Vec<String>,
 }
 
@@ -51,19 +79,39 @@ pub fn run_memory_peak(r: &RunMeasurement) -> (f64, &'static str) {
     }
 }
 
-/// "exit code" entry of the schema: the code, or a string.
-pub fn exit_code_value(e: &ExitStatus) -> serde_json::Value {
+/// "exit code" entry of the schema: the code, or a string ("signal 11", "timeout").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum ExitCode {
+    /// The run exited with this code.
+    Code(i32),
+    /// How the run ended otherwise: "signal N", "signal N (core dumped)", "timeout",
+    /// "interrupted".
+    Text(String),
+}
+
+impl std::fmt::Display for ExitCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExitCode::Code(c) => write!(f, "{c}"),
+            ExitCode::Text(t) => f.write_str(t),
+        }
+    }
+}
+
+/// The schema's exit code of a run.
+pub fn exit_code_value(e: &ExitStatus) -> ExitCode {
     match e {
-        ExitStatus::Code { code } => serde_json::Value::from(*code),
+        ExitStatus::Code { code } => ExitCode::Code(*code),
         ExitStatus::Signal {
             signal,
             core_dumped,
         } => {
             let core = if *core_dumped { " (core dumped)" } else { "" };
-            serde_json::Value::from(format!("signal {signal}{core}"))
+            ExitCode::Text(format!("signal {signal}{core}"))
         }
-        ExitStatus::Timeout => "timeout".into(),
-        ExitStatus::Interrupted => "interrupted".into(),
+        ExitStatus::Timeout => ExitCode::Text("timeout".into()),
+        ExitStatus::Interrupted => ExitCode::Text("interrupted".into()),
     }
 }
 

@@ -4,10 +4,10 @@
 
 use std::fmt::Write;
 
-use serde_json::Value;
-
-use super::perfmap::{PerfMap, shell_join};
-use crate::profile::Recording;
+use super::baseline::BaselineSummary;
+use super::map::ProfileResult;
+use super::perfmap::PerfMap;
+use crate::analyse::{Bottleneck, CriticalPathSummary, Hotspot, Step};
 
 fn esc(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
@@ -46,155 +46,31 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map(|x| f(x, digits)).unwrap_or_else(|| "unknown".into())
 }
 
-/// Render the whole report.
-pub fn render(rec: &Recording, map: &PerfMap) -> String {
+/// Render the whole report from the map.
+pub fn render(map: &PerfMap) -> String {
+    let pr = map.result();
     let mut o = String::new();
-    let _ = writeln!(o, "# profmap report\n");
-    let _ = writeln!(
-        o,
-        "- Command: `{}`",
-        shell_join(&rec.meta.command).replace('`', "'")
-    );
-    let _ = writeln!(o, "- Run id: `{}`", rec.meta.run_id);
-    if let Some(h) = &rec.meta.hostname {
-        let _ = writeln!(
-            o,
-            "- Machine: {h}, {} CPUs, kernel {}",
-            rec.meta.cpus.map_or("?".into(), |c| c.to_string()),
-            rec.meta.kernel.as_deref().unwrap_or("?")
-        );
-    }
-    let _ = writeln!(
-        o,
-        "- Classification: **{}** — {}\n",
-        map.classification, map.bottleneck_detail
-    );
-
+    render_header(&mut o, pr);
     let _ = writeln!(o, "## Part A — measurements\n");
-    if let Some(b) = &map.baseline {
-        let _ = writeln!(
-            o,
-            "### Baseline statistics ({} counted run(s), {} warm-up)\n",
-            b.runs, b.warmup_runs
-        );
-        let rows: Vec<Vec<String>> = b
-            .statistics
-            .iter()
-            .map(|(k, s)| {
-                let d = if k.contains("bytes") || k.contains("switches") || k.contains("faults") {
-                    0
-                } else {
-                    2
-                };
-                vec![
-                    k.to_string(),
-                    f(s.median, d),
-                    f(s.mean, d),
-                    f(s.stddev, d),
-                    f(s.min, d),
-                    f(s.max, d),
-                    s.values
-                        .iter()
-                        .map(|v| f(*v, d))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                ]
-            })
-            .collect();
-        table(
-            &mut o,
-            &["metric", "median", "mean", "stddev", "min", "max", "values"],
-            &rows,
-        );
-
-        let _ = writeln!(o, "### CPU\n");
-        table(
-            &mut o,
-            &["metric", "median"],
-            &[
-                vec!["wall time".into(), format!("{} ms", f(b.wall_time_ms, 1))],
-                vec![
-                    "CPU time (user + sys)".into(),
-                    format!("{} ms", f(b.cpu_time_ms, 1)),
-                ],
-                vec!["user".into(), format!("{} ms", f(b.user_time_ms, 1))],
-                vec!["sys".into(), format!("{} ms", f(b.sys_time_ms, 1))],
-                vec![
-                    "CPU utilisation (cores busy)".into(),
-                    f(b.cpu_utilization, 2),
-                ],
-                vec![
-                    "voluntary context switches".into(),
-                    b.voluntary_context_switches.to_string(),
-                ],
-                vec![
-                    "involuntary context switches".into(),
-                    b.involuntary_context_switches.to_string(),
-                ],
-            ],
-        );
-        let _ = writeln!(o, "### Memory\n");
-        table(
-            &mut o,
-            &["metric", "median"],
-            &[
-                vec![
-                    format!("peak memory ({})", b.memory_peak_basis),
-                    format!("{} MiB", f(b.memory_peak_mb, 1)),
-                ],
-                vec![
-                    "memory delta of the main process".into(),
-                    format!("{} MiB", opt(b.memory_delta_mb, 1)),
-                ],
-                vec!["minor page faults".into(), b.minor_page_faults.to_string()],
-                vec!["major page faults".into(), b.major_page_faults.to_string()],
-            ],
-        );
-        let _ = writeln!(o, "### I/O\n");
-        table(
-            &mut o,
-            &["metric", "median"],
-            &[
-                vec!["storage read".into(), bytes(b.io_read_bytes)],
-                vec!["storage write".into(), bytes(b.io_write_bytes)],
-                vec![
-                    "read calls (rchar, page cache included)".into(),
-                    bytes(b.io_rchar_bytes),
-                ],
-                vec!["write calls (wchar)".into(), bytes(b.io_wchar_bytes)],
-            ],
-        );
-        let _ = writeln!(o, "### Processes\n");
-        table(
-            &mut o,
-            &["metric", "value"],
-            &[
-                vec!["processes started (median)".into(), b.processes.to_string()],
-                vec!["peak threads".into(), b.threads_peak.to_string()],
-                vec![
-                    "exit codes".into(),
-                    b.exit_codes
-                        .iter()
-                        .map(|v| v.to_string().trim_matches('"').to_string())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                ],
-            ],
-        );
+    if let Some(b) = map.baseline() {
+        render_statistics(&mut o, b);
+        render_cpu_memory(&mut o, b);
+        render_io_processes(&mut o, b);
     }
-    let pr = &map.doc["profile_result"];
-    render_hotspots(&mut o, &pr["hotspots"]);
-    render_critical_path(&mut o, &pr["performance_map"]["critical_path"]);
-    render_steps(&mut o, &pr["performance_map"]["steps"]);
-    render_bottlenecks(&mut o, &map.top_bottlenecks);
+    render_hotspots(&mut o, &pr.hotspots);
+    if let Some(cp) = &pr.performance_map.critical_path {
+        render_critical_path(&mut o, cp);
+    }
+    render_steps(&mut o, &pr.performance_map.steps);
+    render_bottlenecks(&mut o, &pr.top_bottlenecks);
     let _ = writeln!(o, "### Recommendations\n");
     let _ = writeln!(
         o,
         "None yet: no suspicion has been confirmed by measurement.\n"
     );
-    if !map.warnings.is_empty() {
+    if !pr.warnings.is_empty() {
         let _ = writeln!(o, "### Warnings\n");
-        for w in &map.warnings {
+        for w in &pr.warnings {
             let _ = writeln!(o, "- {}", w);
         }
         o.push('\n');
@@ -205,30 +81,169 @@ pub fn render(rec: &Recording, map: &PerfMap) -> String {
     o
 }
 
-fn render_hotspots(o: &mut String, h: &Value) {
-    let Some(list) = h.as_array().filter(|l| !l.is_empty()) else {
+/// Title, command, run id, machine and verdict.
+fn render_header(o: &mut String, pr: &ProfileResult) {
+    let _ = writeln!(o, "# profmap report\n");
+    let _ = writeln!(
+        o,
+        "- Command: `{}`",
+        pr.performance_map.test_command.replace('`', "'")
+    );
+    let env = &pr.environment;
+    let _ = writeln!(o, "- Run id: `{}`", env.run_id);
+    if let Some(h) = &env.hostname {
+        let _ = writeln!(
+            o,
+            "- Machine: {h}, {} CPUs, kernel {}",
+            env.cpus.map_or("?".into(), |c| c.to_string()),
+            env.kernel.as_deref().unwrap_or("?")
+        );
+    }
+    let _ = writeln!(
+        o,
+        "- Classification: **{}** — {}\n",
+        pr.bottleneck_classification.as_str(),
+        pr.bottleneck_detail
+    );
+}
+
+/// Every metric's statistics over the counted runs.
+fn render_statistics(o: &mut String, b: &BaselineSummary) {
+    let _ = writeln!(
+        o,
+        "### Baseline statistics ({} counted run(s), {} warm-up)\n",
+        b.runs, b.warmup_runs
+    );
+    let rows: Vec<Vec<String>> = b
+        .statistics
+        .iter()
+        .map(|(k, s)| {
+            let d = if k.contains("bytes") || k.contains("switches") || k.contains("faults") {
+                0
+            } else {
+                2
+            };
+            vec![
+                k.to_string(),
+                f(s.median, d),
+                f(s.mean, d),
+                f(s.stddev, d),
+                f(s.min, d),
+                f(s.max, d),
+                s.values
+                    .iter()
+                    .map(|v| f(*v, d))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ]
+        })
+        .collect();
+    table(
+        o,
+        &["metric", "median", "mean", "stddev", "min", "max", "values"],
+        &rows,
+    );
+}
+
+/// The CPU and memory medians.
+fn render_cpu_memory(o: &mut String, b: &BaselineSummary) {
+    let _ = writeln!(o, "### CPU\n");
+    table(
+        o,
+        &["metric", "median"],
+        &[
+            vec!["wall time".into(), format!("{} ms", f(b.wall_time_ms, 1))],
+            vec![
+                "CPU time (user + sys)".into(),
+                format!("{} ms", f(b.cpu_time_ms, 1)),
+            ],
+            vec!["user".into(), format!("{} ms", f(b.user_time_ms, 1))],
+            vec!["sys".into(), format!("{} ms", f(b.sys_time_ms, 1))],
+            vec![
+                "CPU utilisation (cores busy)".into(),
+                f(b.cpu_utilization, 2),
+            ],
+            vec![
+                "voluntary context switches".into(),
+                b.voluntary_context_switches.to_string(),
+            ],
+            vec![
+                "involuntary context switches".into(),
+                b.involuntary_context_switches.to_string(),
+            ],
+        ],
+    );
+    let _ = writeln!(o, "### Memory\n");
+    table(
+        o,
+        &["metric", "median"],
+        &[
+            vec![
+                format!("peak memory ({})", b.memory_peak_basis),
+                format!("{} MiB", f(b.memory_peak_mb, 1)),
+            ],
+            vec![
+                "memory delta of the main process".into(),
+                format!("{} MiB", opt(b.memory_delta_mb, 1)),
+            ],
+            vec!["minor page faults".into(), b.minor_page_faults.to_string()],
+            vec!["major page faults".into(), b.major_page_faults.to_string()],
+        ],
+    );
+}
+
+/// The I/O medians, processes and exit codes.
+fn render_io_processes(o: &mut String, b: &BaselineSummary) {
+    let _ = writeln!(o, "### I/O\n");
+    table(
+        o,
+        &["metric", "median"],
+        &[
+            vec!["storage read".into(), bytes(b.io_read_bytes)],
+            vec!["storage write".into(), bytes(b.io_write_bytes)],
+            vec![
+                "read calls (rchar, page cache included)".into(),
+                bytes(b.io_rchar_bytes),
+            ],
+            vec!["write calls (wchar)".into(), bytes(b.io_wchar_bytes)],
+        ],
+    );
+    let _ = writeln!(o, "### Processes\n");
+    table(
+        o,
+        &["metric", "value"],
+        &[
+            vec!["processes started (median)".into(), b.processes.to_string()],
+            vec!["peak threads".into(), b.threads_peak.to_string()],
+            vec![
+                "exit codes".into(),
+                b.exit_codes
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ],
+        ],
+    );
+}
+
+fn render_hotspots(o: &mut String, list: &[Hotspot]) {
+    if list.is_empty() {
         return;
-    };
+    }
     let _ = writeln!(o, "### Hotspots (self time)\n");
     let rows: Vec<Vec<String>> = list
         .iter()
         .map(|x| {
             vec![
-                x["function"].as_str().unwrap_or("?").to_string(),
-                f(x["self_time_ms"].as_f64().unwrap_or(0.0), 1),
-                f(x["self_share_pct"].as_f64().unwrap_or(0.0), 1),
-                x["self_cpu_time_ms"]
-                    .as_f64()
-                    .map_or("".into(), |v| f(v, 1)),
-                x["total_share_pct"].as_f64().map_or("".into(), |v| f(v, 1)),
-                if x["on_cpu"].as_bool().unwrap_or(false) {
-                    "on-CPU"
-                } else {
-                    "off-CPU"
-                }
-                .into(),
-                x["module"].as_str().unwrap_or("").to_string(),
-                x["location"].as_str().unwrap_or("").to_string(),
+                x.function.clone(),
+                f(x.self_time_ms, 1),
+                f(x.self_share_pct, 1),
+                f(x.self_cpu_time_ms, 1),
+                f(x.total_share_pct, 1),
+                if x.on_cpu { "on-CPU" } else { "off-CPU" }.into(),
+                x.module.clone().unwrap_or_default(),
+                x.location.clone().unwrap_or_default(),
             ]
         })
         .collect();
@@ -249,21 +264,14 @@ fn render_hotspots(o: &mut String, h: &Value) {
 }
 
 /// How the shares were made: the critical path's figures.
-fn render_critical_path(o: &mut String, cp: &Value) {
-    let Some(model) = cp["model"].as_str() else {
-        return;
-    };
+fn render_critical_path(o: &mut String, cp: &CriticalPathSummary) {
     let _ = writeln!(
         o,
         "### Critical path
 "
     );
-    let ms = |k: &str| {
-        cp[k]
-            .as_f64()
-            .map_or("—".to_string(), |v| format!("{} ms", f(v, 1)))
-    };
-    let what = if model == "critical_path" {
+    let ms = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{} ms", f(v, 1)));
+    let what = if cp.model == "critical_path" {
         "each moment of the run charged to the thread it waited for (wake-ups followed back \
          from the end); steps' wall ms and shares are of this path, thread ms is the summed \
          time of their threads"
@@ -276,56 +284,53 @@ fn render_critical_path(o: &mut String, cp: &Value) {
         o,
         &["figure", "value"],
         &[
-            vec!["path length (shares' denominator)".into(), ms("length_ms")],
-            vec!["span, first to last activity".into(), ms("span_ms")],
+            vec![
+                "path length (shares' denominator)".into(),
+                ms(Some(cp.length_ms)),
+            ],
+            vec!["span, first to last activity".into(), ms(cp.span_ms)],
             vec![
                 "waits followed to their waker".into(),
-                ms("followed_waits_ms"),
+                ms(cp.followed_waits_ms),
             ],
             vec![
                 "on-CPU on the path with no sample".into(),
-                ms("unsampled_ms"),
+                ms(cp.unsampled_ms),
             ],
-            vec!["not attributable to a thread".into(), ms("unattributed_ms")],
+            vec![
+                "not attributable to a thread".into(),
+                ms(cp.unattributed_ms),
+            ],
         ],
     );
 }
 
-fn render_steps(o: &mut String, steps: &Value) {
-    let Some(list) = steps.as_array().filter(|l| !l.is_empty()) else {
+/// One row per step, children indented under their parent.
+fn step_rows(s: &Step, depth: usize, rows: &mut Vec<Vec<String>>) {
+    let trunc = if s.truncated { " …" } else { "" };
+    rows.push(vec![
+        s.id.clone(),
+        format!("{}{}{trunc}", "  ".repeat(depth), s.function),
+        f(s.wall_time_ms, 1),
+        f(s.thread_time_ms, 1),
+        f(s.cpu_time_ms, 1),
+        f(s.time_share_pct, 1),
+        s.classification.as_str().to_string(),
+        s.location.clone().unwrap_or_default(),
+    ]);
+    for ch in &s.children {
+        step_rows(ch, depth + 1, rows);
+    }
+}
+
+fn render_steps(o: &mut String, steps: &[Step]) {
+    if steps.is_empty() {
         return;
-    };
+    }
     let _ = writeln!(o, "### Steps\n");
     let mut rows = Vec::new();
-    fn walk(v: &Value, depth: usize, rows: &mut Vec<Vec<String>>) {
-        let name = format!(
-            "{}{}",
-            "  ".repeat(depth),
-            v["function"].as_str().unwrap_or("?")
-        );
-        let trunc = if v["truncated"].as_bool().unwrap_or(false) {
-            " …"
-        } else {
-            ""
-        };
-        rows.push(vec![
-            v["id"].as_str().unwrap_or("").to_string(),
-            format!("{name}{trunc}"),
-            f(v["wall_time_ms"].as_f64().unwrap_or(0.0), 1),
-            v["thread_time_ms"].as_f64().map_or("".into(), |t| f(t, 1)),
-            f(v["cpu_time_ms"].as_f64().unwrap_or(0.0), 1),
-            f(v["time_share_pct"].as_f64().unwrap_or(0.0), 1),
-            v["classification"].as_str().unwrap_or("").to_string(),
-            v["location"].as_str().unwrap_or("").to_string(),
-        ]);
-        if let Some(c) = v["children"].as_array() {
-            for ch in c {
-                walk(ch, depth + 1, rows);
-            }
-        }
-    }
-    for s in list {
-        walk(s, 0, &mut rows);
+    for s in steps {
+        step_rows(s, 0, &mut rows);
     }
     table(
         o,
@@ -343,26 +348,24 @@ fn render_steps(o: &mut String, steps: &Value) {
     );
 }
 
-fn render_bottlenecks(o: &mut String, top: &Value) {
-    let Some(list) = top.as_array().filter(|l| !l.is_empty()) else {
+fn render_bottlenecks(o: &mut String, list: &[Bottleneck]) {
+    if list.is_empty() {
         return;
-    };
+    }
     let _ = writeln!(o, "### Bottlenecks\n");
     for (i, b) in list.iter().enumerate() {
         let _ = writeln!(
             o,
             "{}. **{}** (step {}, {}, {:.1}% of wall time) — {}",
             i + 1,
-            b["function"].as_str().unwrap_or("?"),
-            b["step"].as_str().unwrap_or("?"),
-            b["type"].as_str().unwrap_or("?"),
-            b["share"].as_f64().unwrap_or(0.0),
-            b["description"].as_str().unwrap_or("")
+            b.function,
+            b.step,
+            b.class.as_str(),
+            b.share,
+            b.description
         );
-        if let Some(chain) = b["why_chain"].as_array() {
-            for w in chain {
-                let _ = writeln!(o, "   - why: {}", w.as_str().unwrap_or(""));
-            }
+        for w in &b.why_chain {
+            let _ = writeln!(o, "   - why: {w}");
         }
     }
     o.push('\n');

@@ -3,16 +3,22 @@
 //! analysis) to text; the session writes the files (`session::outfile`).
 
 pub mod baseline;
+pub mod map;
 pub mod markdown;
 pub mod perfmap;
 pub mod quality;
 pub mod summary;
 
+pub use map::PerformanceMap;
 pub use perfmap::{DeepView, PerfMap, build, shell_join};
 
 use crate::error::Error;
 
 /// The performance map as YAML.
-pub fn to_yaml(doc: &serde_json::Value) -> Result<String, Error> {
+pub fn to_yaml(doc: &map::PerformanceMap) -> Result<String, Error> {
     serde_saphyr::to_string(doc).map_err(|e| Error::Tool(format!("YAML: {e}")))
 }
+
+#[cfg(test)]
+#[path = "views_tests.rs"]
+mod views_tests;

@@ -1,30 +1,43 @@
 //! The performance map (`performance_map.json` / `.yaml`): the schema's document built
-//! from a recording and, when a deep profile was taken, from its analysis.
+//! from a recording and, when a deep profile was taken, from its analysis. The
+//! document's types are in [`super::map`]; this module fills them.
 //!
 //! Nothing here is invented: a figure the session did not measure is null (with a
 //! warning) or an empty list, as the schema allows.
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
-
 use super::baseline::{BaselineSummary, summarize};
+use super::map::{
+    E2eSource, E2eTest, EntryPointInfo, EntryPointType, Environment, MeasurementQuality,
+    PerformanceMap, PerformanceMapSection, ProfileResult, SamplerCounts, Tool,
+};
 use super::quality::{self, Quality};
-use crate::analyse::Analysis;
+use crate::analyse::{Analysis, Bottleneck, Classification, CriticalPathSummary, Hotspot, Step};
 use crate::profile::{Recording, RunMeasurement};
 
 /// What the analysis of a deep profile contributes to the map.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct DeepView {
-    pub steps: Value,
-    pub hotspots: Value,
-    pub classification: String,
+    /// The depth-limited step tree.
+    pub steps: Vec<Step>,
+    /// Functions by self time.
+    pub hotspots: Vec<Hotspot>,
+    /// The analysis's class.
+    pub classification: Classification,
+    /// The sentence behind the class.
     pub bottleneck_detail: String,
-    pub top_bottlenecks: Value,
-    pub wait_breakdown_ms: Value,
-    pub thread_wait_breakdown_ms: Value,
-    pub critical_path: Value,
+    /// The top bottlenecks, largest first.
+    pub top_bottlenecks: Vec<Bottleneck>,
+    /// Critical-path time per wait category, ms.
+    pub wait_breakdown_ms: BTreeMap<String, f64>,
+    /// Summed thread time per wait category, ms.
+    pub thread_wait_breakdown_ms: BTreeMap<String, f64>,
+    /// How the shares' denominator was made.
+    pub critical_path: CriticalPathSummary,
+    /// Sum of all sample weights, ms.
     pub thread_time_ms: f64,
+    /// The analysis's warnings.
     pub warnings: Vec<String>,
 }
 
@@ -32,36 +45,39 @@ impl DeepView {
     /// The map's view of an analysis.
     pub fn from_analysis(a: &Analysis) -> DeepView {
         DeepView {
-            steps: to_value(&a.steps),
-            hotspots: to_value(&a.hotspots),
-            classification: a.classification.as_str().to_string(),
+            steps: a.steps.clone(),
+            hotspots: a.hotspots.clone(),
+            classification: a.classification,
             bottleneck_detail: a.bottleneck_detail.clone(),
-            top_bottlenecks: to_value(&a.top_bottlenecks),
-            wait_breakdown_ms: to_value(&a.wait_breakdown_ms),
-            thread_wait_breakdown_ms: to_value(&a.thread_wait_breakdown_ms),
-            critical_path: to_value(&a.critical_path),
+            top_bottlenecks: a.top_bottlenecks.clone(),
+            wait_breakdown_ms: a.wait_breakdown_ms.clone(),
+            thread_wait_breakdown_ms: a.thread_wait_breakdown_ms.clone(),
+            critical_path: a.critical_path.clone(),
             thread_time_ms: a.thread_time_ms,
             warnings: a.warnings.clone(),
         }
     }
 }
 
-/// Serialize anything serde can into a JSON value (null if it cannot).
-fn to_value<T: serde::Serialize>(x: &T) -> Value {
-    serde_json::to_value(x).unwrap_or(Value::Null)
-}
-
-/// The map and the pieces other outputs reuse.
+/// The map, and the assessment the terminal reuses.
 #[derive(Debug, Clone)]
 pub struct PerfMap {
-    pub doc: Value,
-    pub baseline: Option<BaselineSummary>,
-    pub classification: String,
-    pub bottleneck_detail: String,
-    pub top_bottlenecks: Value,
-    pub warnings: Vec<String>,
-    /// How far the measurement can be trusted (`measurement_quality`).
+    /// The document every view renders from.
+    pub doc: PerformanceMap,
+    /// How far the measurement can be trusted (`measurement_quality`, typed).
     pub quality: Quality,
+}
+
+impl PerfMap {
+    /// The session's result.
+    pub fn result(&self) -> &ProfileResult {
+        &self.doc.profile_result
+    }
+
+    /// The baseline summary, when runs were measured.
+    pub fn baseline(&self) -> Option<&BaselineSummary> {
+        self.result().performance_map.baseline.as_ref()
+    }
 }
 
 /// Shell-like quoting of argv for display.
@@ -109,11 +125,11 @@ fn baseline_runs(rec: &Recording) -> (Vec<&RunMeasurement>, u32, Option<String>)
 
 /// Classification from the baseline alone: CPU when the tree kept ≥ 90% of a core busy,
 /// otherwise unknown until a deep profile says where the waiting went.
-fn baseline_classification(b: &BaselineSummary) -> (String, String) {
+fn baseline_classification(b: &BaselineSummary) -> (Classification, String) {
     let util = b.cpu_utilization;
     if util >= 0.9 {
         (
-            "CPU".into(),
+            Classification::Cpu,
             format!(
                 "CPU-bound: the process tree was on CPU {:.0}% of its {:.1} ms wall time (median of {} runs; {:.1} ms CPU)",
                 util * 100.0,
@@ -125,7 +141,7 @@ fn baseline_classification(b: &BaselineSummary) -> (String, String) {
     } else {
         let waiting = (b.wall_time_ms - b.cpu_time_ms).max(0.0);
         (
-            "Unknown".into(),
+            Classification::Unknown,
             format!(
                 "the process tree was on CPU only {:.0}% of its {:.1} ms wall time (median of {} runs): \
                  about {:.1} ms went to waiting; the deep profile (`profmap run`) attributes it",
@@ -138,6 +154,15 @@ fn baseline_classification(b: &BaselineSummary) -> (String, String) {
     }
 }
 
+/// The verdict of a session and the lists that go with it.
+struct Verdict {
+    classification: Classification,
+    detail: String,
+    top: Vec<Bottleneck>,
+    steps: Vec<Step>,
+    hotspots: Vec<Hotspot>,
+}
+
 /// The session's classification, detail, top bottlenecks, steps and hotspots: the deep
 /// profile's when there is one, the baseline's otherwise — and no verdict at all (the one
 /// place a verdict is overruled) when the profile is too thin to support one.
@@ -145,28 +170,34 @@ fn verdict(
     deep: Option<&DeepView>,
     baseline: Option<&BaselineSummary>,
     quality: &Quality,
-) -> (String, String, Value, Value, Value) {
-    let (mut classification, mut detail, mut top, steps, hotspots) = match deep {
-        Some(d) => (
-            d.classification.clone(),
-            d.bottleneck_detail.clone(),
-            d.top_bottlenecks.clone(),
-            d.steps.clone(),
-            d.hotspots.clone(),
-        ),
+) -> Verdict {
+    let mut v = match deep {
+        Some(d) => Verdict {
+            classification: d.classification,
+            detail: d.bottleneck_detail.clone(),
+            top: d.top_bottlenecks.clone(),
+            steps: d.steps.clone(),
+            hotspots: d.hotspots.clone(),
+        },
         None => {
-            let (c, d) = baseline
+            let (classification, detail) = baseline
                 .map(baseline_classification)
-                .unwrap_or(("Unknown".into(), "nothing was measured".into()));
-            (c, d, json!([]), json!([]), json!([]))
+                .unwrap_or((Classification::Unknown, "nothing was measured".into()));
+            Verdict {
+                classification,
+                detail,
+                top: Vec::new(),
+                steps: Vec::new(),
+                hotspots: Vec::new(),
+            }
         }
     };
     if let Some(why) = quality.verdict_withheld() {
-        classification = "Unknown".into();
-        detail = why;
-        top = json!([]);
+        v.classification = Classification::Unknown;
+        v.detail = why;
+        v.top = Vec::new();
     }
-    (classification, detail, top, steps, hotspots)
+    v
 }
 
 /// Build the map. `artifacts` maps artifact names to paths relative to the output folder.
@@ -181,7 +212,7 @@ pub fn build(
     warnings.extend(runs_warning);
 
     let quality = quality::assess(rec, baseline.as_ref());
-    let (classification, detail, top, steps, hotspots) = verdict(deep, baseline.as_ref(), &quality);
+    let v = verdict(deep, baseline.as_ref(), &quality);
     if let Some(d) = deep {
         warnings.extend(d.warnings.iter().cloned());
     }
@@ -192,90 +223,92 @@ pub fn build(
     if let Some(p) = rec.profiled_run.as_ref().filter(|p| !pids.contains(&p.pid)) {
         pids.push(p.pid);
     }
-    let baseline_value = baseline
-        .as_ref()
-        .map(|b| serde_json::to_value(b).unwrap_or(Value::Null))
-        .unwrap_or(Value::Null);
-    let quality_value = measurement_quality(rec, &quality);
-
-    let profile_result = json!({
-        "entry_point_info": {
-            "type": "command",
-            "location": rec.meta.command.first(),
-            "route": null,
-            "function": null,
-            "command": rec.meta.command,
-            "pids": pids,
-        },
-        "performance_map": {
-            "test_command": command,
-            "baseline": baseline_value,
-            "steps": steps,
-            "bottleneck_classification": classification,
-            "bottleneck_detail": detail,
-            "top_bottlenecks": top,
-            "wait_breakdown_ms": deep.map(|d| d.wait_breakdown_ms.clone()),
-            "thread_wait_breakdown_ms": deep.map(|d| d.thread_wait_breakdown_ms.clone()),
-            "critical_path": deep.map(|d| d.critical_path.clone()),
-            "thread_time_ms": deep.map(|d| d.thread_time_ms),
-        },
-        "bottleneck_classification": classification,
-        "bottleneck_detail": detail,
-        "top_bottlenecks": top,
-        "hotspots": hotspots,
-        "optimization_hints": [],
-        "suspicion_stack": [],
-        "e2e_test": {"command": command, "source": "user"},
-        "instrumented_files": [],
-        "wrong_tool_indicators": [],
-        "measurement_quality": quality_value,
-        "environment": {
-            "hostname": rec.meta.hostname,
-            "kernel": rec.meta.kernel,
-            "cpus": rec.meta.cpus,
-            "tool_version": rec.meta.tool_version,
-            "run_id": rec.meta.run_id,
-            "started_unix_s": rec.meta.started_unix_s,
-        },
-        "artifacts": artifacts,
-        "warnings": warnings,
-    });
-    let doc = json!({
-        "schema_version": 1,
-        "tool": {"name": "profmap", "version": rec.meta.tool_version},
-        "profile_result": profile_result,
-    });
-    PerfMap {
-        doc,
+    let performance_map = PerformanceMapSection {
+        test_command: command.clone(),
         baseline,
-        classification,
-        bottleneck_detail: detail,
-        top_bottlenecks: top,
+        steps: v.steps,
+        bottleneck_classification: v.classification,
+        bottleneck_detail: v.detail.clone(),
+        top_bottlenecks: v.top.clone(),
+        wait_breakdown_ms: deep.map(|d| d.wait_breakdown_ms.clone()),
+        thread_wait_breakdown_ms: deep.map(|d| d.thread_wait_breakdown_ms.clone()),
+        critical_path: deep.map(|d| d.critical_path.clone()),
+        thread_time_ms: deep.map(|d| d.thread_time_ms),
+    };
+    let profile_result = ProfileResult {
+        entry_point_info: EntryPointInfo {
+            kind: EntryPointType::Command,
+            location: rec.meta.command.first().cloned(),
+            route: None,
+            function: None,
+            command: rec.meta.command.clone(),
+            pids,
+        },
+        performance_map,
+        bottleneck_classification: v.classification,
+        bottleneck_detail: v.detail,
+        top_bottlenecks: v.top,
+        hotspots: v.hotspots,
+        optimization_hints: Vec::new(),
+        suspicion_stack: Vec::new(),
+        e2e_test: E2eTest {
+            command,
+            source: E2eSource::User,
+        },
+        instrumented_files: Vec::new(),
+        wrong_tool_indicators: Vec::new(),
+        measurement_quality: measurement_quality(rec, &quality),
+        environment: environment(rec),
+        artifacts: artifacts.clone(),
         warnings,
-        quality,
+    };
+    let doc = PerformanceMap {
+        schema_version: 1,
+        tool: Tool {
+            name: "profmap".into(),
+            version: rec.meta.tool_version.clone(),
+        },
+        profile_result,
+    };
+    PerfMap { doc, quality }
+}
+
+/// `environment`: the recording's machine and session.
+fn environment(rec: &Recording) -> Environment {
+    let m = &rec.meta;
+    Environment {
+        hostname: m.hostname.clone(),
+        kernel: m.kernel.clone(),
+        cpus: m.cpus,
+        tool_version: m.tool_version.clone(),
+        run_id: m.run_id.clone(),
+        started_unix_s: m.started_unix_s,
     }
 }
 
 /// `measurement_quality`: the sampler's own counts and every quality warning.
-fn measurement_quality(rec: &Recording, q: &Quality) -> Value {
+fn measurement_quality(rec: &Recording, q: &Quality) -> MeasurementQuality {
     let Some(s) = &rec.sampled else {
-        return json!({
-            "sampler": "none (baseline only)",
-            "overhead_pct": null,
-            "warnings": q.texts(),
-        });
+        return MeasurementQuality {
+            sampler: "none (baseline only)".into(),
+            counts: None,
+            overhead_pct: None,
+            warnings: q.texts(),
+        };
     };
-    json!({
-        "sampler": s.sampler,
-        "frequency_hz": s.frequency_hz,
-        "samples": s.quality.samples,
-        "off_cpu_intervals": s.quality.off_cpu_intervals,
-        "lost_samples": s.quality.lost_samples,
-        "unwind_failures": s.quality.unwind_failures,
-        "truncated_stacks": s.quality.truncated_stacks,
-        "unnamed_addresses": s.quality.unnamed_addresses,
-        "profiled_run_wall_ms": s.wall_ms,
-        "overhead_pct": q.overhead_pct,
-        "warnings": q.texts(),
-    })
+    MeasurementQuality {
+        sampler: s.sampler.clone(),
+        counts: Some(SamplerCounts {
+            frequency_hz: s.frequency_hz,
+            samples: s.quality.samples,
+            off_cpu_intervals: s.quality.off_cpu_intervals,
+            lost_samples: s.quality.lost_samples,
+            unwind_failures: s.quality.unwind_failures,
+            truncated_stacks: s.quality.truncated_stacks,
+            unnamed_addresses: s.quality.unnamed_addresses,
+            profiled_run_wall_ms: s.wall_ms,
+        }),
+        overhead_pct: q.overhead_pct,
+        warnings: q.texts(),
+    }
 }

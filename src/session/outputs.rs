@@ -177,7 +177,7 @@ fn write_all(
         "performance_map.yaml",
         report::to_yaml(&map.doc)?.as_bytes(),
     )?;
-    let md = report::markdown::render(rec, &map);
+    let md = report::markdown::render(&map);
     done.put(t, "report.md", md.as_bytes())?;
     let summary = report::summary::build(rec, &map, status, message, t.out, &artifacts);
     write_summary(t, &pretty(&summary)?)?;
@@ -264,7 +264,7 @@ fn write_profile_views(p: &SampledProfile, t: &Target, done: &mut Done) -> Resul
     done.put(t, "stacks.folded", folded.as_bytes())
 }
 
-fn pretty(v: &serde_json::Value) -> Result<Vec<u8>, Error> {
+fn pretty<T: serde::Serialize + ?Sized>(v: &T) -> Result<Vec<u8>, Error> {
     serde_json::to_vec_pretty(v).map_err(|e| Error::Tool(e.to_string()))
 }
 

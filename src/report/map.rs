@@ -1,0 +1,318 @@
+//! The performance map as types: [`PerformanceMap`] is the document of
+//! `schema/profile_result.schema.json`, field for field. `performance_map.json` and
+//! `.yaml` are serialized from it, and `report.md`, `summary.json` and the terminal
+//! summary render from it — never from keys looked up in a JSON value, so a renamed
+//! field fails to compile instead of rendering as 0.
+//!
+//! Invariants: a figure that was not measured is `None` (null in the JSON), never 0; the
+//! lists the next stages fill (hints, suspicions, instrumented files, wrong-tool
+//! indicators) are typed with the schema's item fields and empty until then.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::baseline::BaselineSummary;
+use crate::analyse::{Bottleneck, Classification, CriticalPathSummary, Hotspot, Step};
+
+/// The whole document (`performance_map.json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct PerformanceMap {
+    /// Version of the schema the document follows (1).
+    pub schema_version: u32,
+    /// The tool that wrote it.
+    pub tool: Tool,
+    /// The session's result.
+    pub profile_result: ProfileResult,
+}
+
+/// `tool`: which profmap wrote the map.
+#[derive(Debug, Clone, Serialize)]
+pub struct Tool {
+    /// Always "profmap".
+    pub name: String,
+    /// profmap's version that made the recording.
+    pub version: String,
+}
+
+/// `profile_result`: everything one session found.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProfileResult {
+    /// What was profiled and how it was entered.
+    pub entry_point_info: EntryPointInfo,
+    /// Baseline, steps and the verdict.
+    pub performance_map: PerformanceMapSection,
+    /// The session's bottleneck class (the same as in `performance_map`).
+    pub bottleneck_classification: Classification,
+    /// One sentence with the figures behind the class.
+    pub bottleneck_detail: String,
+    /// At most three bottlenecks, largest first; empty when no verdict is given.
+    pub top_bottlenecks: Vec<Bottleneck>,
+    /// Functions by self time, highest first.
+    pub hotspots: Vec<Hotspot>,
+    /// Confirmed suspicions turned into advice (none yet).
+    pub optimization_hints: Vec<OptimizationHint>,
+    /// Suspicions, confirmed or dismissed by measurement (none yet).
+    pub suspicion_stack: Vec<Suspicion>,
+    /// The command that reproduces the run end to end.
+    pub e2e_test: E2eTest,
+    /// Source files instrumented in this session (none yet).
+    pub instrumented_files: Vec<String>,
+    /// Signs that a profiler is the wrong tool for this target (none yet).
+    pub wrong_tool_indicators: Vec<WrongToolIndicator>,
+    /// How far the measurement can be trusted.
+    pub measurement_quality: MeasurementQuality,
+    /// The machine and session the map was made on.
+    pub environment: Environment,
+    /// Artifact name → path relative to the output folder.
+    pub artifacts: BTreeMap<String, String>,
+    /// Every warning of the session: recording, analysis and measurement quality.
+    pub warnings: Vec<String>,
+}
+
+/// `entry_point_info`: what was profiled.
+#[derive(Debug, Clone, Serialize)]
+pub struct EntryPointInfo {
+    /// How the target was entered.
+    #[serde(rename = "type")]
+    pub kind: EntryPointType,
+    /// The program (argv\[0\]); None when unknown.
+    pub location: Option<String>,
+    /// The HTTP route, for an endpoint target; None otherwise.
+    pub route: Option<String>,
+    /// The function, for a function target; None otherwise.
+    pub function: Option<String>,
+    /// The command's argv.
+    pub command: Vec<String>,
+    /// Pids of the measured runs (counted runs, then the profiled run).
+    pub pids: Vec<i32>,
+}
+
+/// Schema `entry_point_info.type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryPointType {
+    /// A command profmap launched.
+    Command,
+    /// A running process attached by pid.
+    Process,
+    /// A service found by name.
+    Service,
+    /// An HTTP endpoint put under load.
+    ApiEndpoint,
+    /// One function of a program.
+    Function,
+    /// A pipeline of commands.
+    Pipeline,
+    /// A test of the project.
+    Test,
+    /// The whole system.
+    System,
+}
+
+/// `profile_result.performance_map`: the baseline, the steps and the verdict.
+#[derive(Debug, Clone, Serialize)]
+pub struct PerformanceMapSection {
+    /// The command, quoted for a shell.
+    pub test_command: String,
+    /// Medians and statistics of the counted runs; None when nothing was run.
+    pub baseline: Option<BaselineSummary>,
+    /// The depth-limited step tree of the deep profile; empty without one.
+    pub steps: Vec<Step>,
+    /// The session's bottleneck class.
+    pub bottleneck_classification: Classification,
+    /// One sentence with the figures behind the class.
+    pub bottleneck_detail: String,
+    /// At most three bottlenecks, largest first.
+    pub top_bottlenecks: Vec<Bottleneck>,
+    /// Critical-path time per wait category, ms; None without a deep profile.
+    pub wait_breakdown_ms: Option<BTreeMap<String, f64>>,
+    /// Summed thread time per wait category, ms; None without a deep profile.
+    pub thread_wait_breakdown_ms: Option<BTreeMap<String, f64>>,
+    /// How the shares' denominator was made; None without a deep profile.
+    pub critical_path: Option<CriticalPathSummary>,
+    /// Sum of all sample weights of all threads, ms; None without a deep profile.
+    pub thread_time_ms: Option<f64>,
+}
+
+/// One item of `optimization_hints`: advice backed by a confirmed suspicion.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OptimizationHint {
+    /// What to change.
+    pub hint: String,
+    /// The measured figure that supports it.
+    pub evidence: String,
+    /// The id of the suspicion it confirms, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suspicion: Option<String>,
+    /// The id of the step it applies to, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// Expected gain, percent of wall time; None when it cannot be estimated.
+    pub expected_gain_pct: Option<f64>,
+}
+
+/// One item of `suspicion_stack` (schema `$defs/suspicion`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Suspicion {
+    /// Its id, for hints to refer to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The kind of problem suspected.
+    pub category: SuspicionCategory,
+    /// Where in the code (file:line, or a function).
+    pub location: String,
+    /// What is suspected.
+    pub description: String,
+    /// Ids of the steps it touches.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub affected_steps: Vec<String>,
+    /// Whether measurement confirmed or dismissed it.
+    pub verdict: SuspicionVerdict,
+    /// The measured figure behind the verdict.
+    pub evidence: String,
+    /// How it was checked.
+    pub verification_note: String,
+    /// Where the suspicion came from, when recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<SuspicionSource>,
+}
+
+/// Schema `$defs/suspicion.category`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SuspicionCategory {
+    /// Connections opened, pooled or kept badly.
+    ConnectionManagement,
+    /// Data moved or converted more than needed.
+    DataFlow,
+    /// Blocking where work could overlap.
+    AsyncPatterns,
+    /// Resources created or released at the wrong time.
+    ResourceLifecycle,
+    /// A setting that slows the target.
+    Configuration,
+    /// The same work done more than once.
+    RedundantWork,
+    /// The shape of the system.
+    Architecture,
+    /// Allocation and memory use.
+    Memory,
+    /// GPU use.
+    Gpu,
+    /// Anything else.
+    Other,
+}
+
+/// Schema `$defs/suspicion.verdict`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SuspicionVerdict {
+    /// Measurement supports it.
+    Confirmed,
+    /// Measurement rules it out.
+    Dismissed,
+}
+
+/// Schema `$defs/suspicion.source`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SuspicionSource {
+    /// Raised by a measurement.
+    Measured,
+    /// Raised by reading the source.
+    Static,
+    /// Raised by both.
+    Both,
+}
+
+/// One item of `wrong_tool_indicators`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WrongToolIndicator {
+    /// The time goes to an external service with no alternative.
+    ExternalServiceNoAlternative,
+    /// The figures are within the norm of the industry.
+    WithinIndustryNorm,
+    /// The limit is the infrastructure, not the code.
+    InfrastructureBound,
+    /// The code is already optimized.
+    AlreadyOptimized,
+}
+
+/// `e2e_test`: how to reproduce the run.
+#[derive(Debug, Clone, Serialize)]
+pub struct E2eTest {
+    /// The command, quoted for a shell.
+    pub command: String,
+    /// Where the command came from.
+    pub source: E2eSource,
+}
+
+/// Schema `e2e_test.source`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum E2eSource {
+    /// The user gave it.
+    User,
+    /// Derived from a route.
+    Route,
+    /// Derived from a function.
+    Function,
+    /// Derived from a module.
+    Module,
+    /// There is none.
+    None,
+}
+
+/// `measurement_quality`: the sampler's own counts and every quality warning.
+#[derive(Debug, Clone, Serialize)]
+pub struct MeasurementQuality {
+    /// The sampler used, or "none (baseline only)".
+    pub sampler: String,
+    /// The sampler's counts; absent (not null) without a deep profile.
+    #[serde(flatten)]
+    pub counts: Option<SamplerCounts>,
+    /// (profiled run wall / baseline median wall − 1) × 100; None without both.
+    pub overhead_pct: Option<f64>,
+    /// Every quality warning, fix included.
+    pub warnings: Vec<String>,
+}
+
+/// The deep profile's counts in `measurement_quality`.
+#[derive(Debug, Clone, Serialize)]
+pub struct SamplerCounts {
+    /// Sampling frequency, Hz.
+    pub frequency_hz: f64,
+    /// On-CPU samples taken.
+    pub samples: u64,
+    /// Off-CPU intervals recorded.
+    pub off_cpu_intervals: u64,
+    /// Samples the kernel dropped.
+    pub lost_samples: u64,
+    /// Stacks that could not be unwound.
+    pub unwind_failures: u64,
+    /// Stacks cut at the depth limit.
+    pub truncated_stacks: u64,
+    /// Addresses no symbol was found for.
+    pub unnamed_addresses: u64,
+    /// Wall time of the profiled run, ms.
+    pub profiled_run_wall_ms: f64,
+}
+
+/// `environment`: the machine and the session.
+#[derive(Debug, Clone, Serialize)]
+pub struct Environment {
+    /// The machine's host name, when known.
+    pub hostname: Option<String>,
+    /// The kernel release, when known.
+    pub kernel: Option<String>,
+    /// Online CPUs, when known.
+    pub cpus: Option<u32>,
+    /// profmap's version that made the recording.
+    pub tool_version: String,
+    /// The session's id.
+    pub run_id: String,
+    /// Seconds since the Unix epoch when the session started.
+    pub started_unix_s: f64,
+}
