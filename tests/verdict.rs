@@ -174,9 +174,16 @@ fn a_parent_waiting_for_two_computing_children_is_the_childrens_time() {
     assert!(children >= 85.0, "children hold {children}%: {map:#}");
     let top = &bottlenecks(&map)[0];
     assert_eq!(top["function"], "spin_work", "{top:#}");
+    // The parent's pselect holds only its wake-up latency (waiting for a CPU after each
+    // child's exit: more under other load), never the children's time.
     for b in bottlenecks(&map) {
         let f = b["function"].as_str().unwrap();
-        assert!(!f.contains("select"), "the parent's wait ranked: {b:#}");
+        if f.contains("select") {
+            assert!(
+                b["share"].as_f64().unwrap() < 10.0,
+                "the parent's wait ranked: {b:#}"
+            );
+        }
     }
 }
 
