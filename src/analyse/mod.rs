@@ -316,7 +316,7 @@ fn without_profiler_activity(p: &SampledProfile) -> (Option<SampledProfile>, u64
         return (None, 0);
     }
     let mut q = p.clone();
-    q.samples.retain(|s| !is_own(s));
+    q.retain_samples(|s| !is_own(s));
     (Some(q), own_ns)
 }
 
