@@ -85,6 +85,11 @@ fn a_reader_blocked_on_a_pipe_waits_on_the_pipe() {
             .any(|(r, _)| r.kind == ResourceKind::Pipe && r.name.starts_with("pipe:[")),
         "no wait of 300 ms on a pipe: {got:?}"
     );
+    let a = profmap::analyse::analyse(&p);
+    let top = a.resources.first().expect("a resource row");
+    let r = top.of(&p).expect("its resource");
+    assert_eq!(r.kind, ResourceKind::Pipe, "{:?}", a.resources);
+    assert!(top.blocked_ms >= 300.0 && top.intervals >= 1, "{top:?}");
 }
 
 #[test]
