@@ -18,6 +18,9 @@
 //! Switch samples, `PERF_RECORD_SWITCH` records, exits, `sched_waking` samples and
 //! /proc looks are decoded here and forwarded to [`OffCpu`], which turns them into
 //! off-CPU intervals (see `offcpu` for how); they become off-CPU samples in `finish`.
+//! A switch sample of a thread going to sleep keeps its syscall's first argument (DI),
+//! looked up at once as a descriptor of the process (`fdres`): the interval carries
+//! both, and `sample::waiton` decides at symbolize time whether it was a descriptor.
 
 use std::collections::HashMap;
 
