@@ -1,7 +1,8 @@
 //! What blocked threads waited on, on real processes: a reader blocked on a pipe, a
-//! client blocked on a TCP socket to a local server, a writer blocked in fsync. Each
-//! off-CPU interval of the blocked syscall must name its descriptor's resource. They
-//! need perf_event_open (root, or kernel.perf_event_paranoid <= 1).
+//! client blocked on a TCP socket to a local server, a writer blocked in fsync, an
+//! epoll_wait on an empty set. Each off-CPU interval of the blocked syscall must name
+//! its descriptor's resource. They need perf_event_open (root, or
+//! kernel.perf_event_paranoid <= 1).
 
 #![allow(clippy::expect_used)]
 
@@ -140,4 +141,18 @@ fn an_fsync_writer_waits_on_its_file() {
             == Some("fsync")
     });
     assert!(fsync.count() > 0, "no wait in fsync");
+}
+
+#[test]
+fn an_epoll_wait_waits_on_the_epoll_set() {
+    let _g = serial();
+    let p = profile(
+        "python3",
+        &["-c", "import select; e = select.epoll(); e.poll(0.4)"],
+    );
+    let got = waited_on(&p, 300);
+    assert!(
+        got.iter().any(|(r, _)| r.kind == ResourceKind::Epoll),
+        "no wait of 300 ms on an epoll set: {got:?}"
+    );
 }
