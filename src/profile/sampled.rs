@@ -53,7 +53,8 @@ pub enum ResourceKind {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Resource {
     pub kind: ResourceKind,
-    /// A path, a socket's peer (`127.0.0.1:5432`), or the link's text (`pipe:[123]`).
+    /// A path, a socket's peer (`127.0.0.1:5432`), or the link's text (`pipe:[123]`;
+    /// anonymous inodes with their descriptor: `anon_inode:[eventpoll] fd 5`).
     pub name: String,
     /// A socket's own address.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -84,7 +84,7 @@ impl Resolver {
             return s.resource;
         }
         let resource = match &link {
-            Some(l) => self.describe(pid, l).map(|r| self.intern(r)),
+            Some(l) => self.describe(pid, fd, l).map(|r| self.intern(r)),
             None => None,
         };
         self.cache.insert(
@@ -121,8 +121,8 @@ impl Resolver {
         id
     }
 
-    fn describe(&mut self, pid: i32, link: &str) -> Option<Resource> {
-        let mut r = describe_link(pid, link);
+    fn describe(&mut self, pid: i32, fd: i32, link: &str) -> Option<Resource> {
+        let mut r = describe_link(pid, fd, link);
         if let Some(inode) = bracketed(link, "socket:") {
             let found = if self.spend() {
                 find_socket(pid, inode)
@@ -138,8 +138,9 @@ impl Resolver {
     }
 }
 
-/// The resource a descriptor link names, without looking at socket tables.
-pub(crate) fn describe_link(pid: i32, link: &str) -> Resource {
+/// The resource a descriptor link names, without looking at socket tables. Anonymous
+/// inodes (`anon_inode:[eventpoll]`) all read alike: the descriptor tells them apart.
+pub(crate) fn describe_link(pid: i32, fd: i32, link: &str) -> Resource {
     let kind = if link.starts_with("/dev/") {
         ResourceKind::Device
     } else if link.starts_with('/') {
@@ -153,9 +154,14 @@ pub(crate) fn describe_link(pid: i32, link: &str) -> Resource {
     } else {
         ResourceKind::Other
     };
+    let name = if link.starts_with("anon_inode:") {
+        format!("{link} fd {fd}")
+    } else {
+        link.to_string()
+    };
     Resource {
         kind,
-        name: link.to_string(),
+        name,
         local: None,
         peer: None,
         pid,
@@ -303,7 +309,7 @@ mod tests {
 
     #[test]
     fn links_give_kinds() {
-        let k = |l| describe_link(1, l).kind;
+        let k = |l| describe_link(1, 3, l).kind;
         assert_eq!(k("/tmp/a"), ResourceKind::File);
         assert_eq!(k("/dev/null"), ResourceKind::Device);
         assert_eq!(k("pipe:[12]"), ResourceKind::Pipe);
@@ -311,6 +317,9 @@ mod tests {
         assert_eq!(k("anon_inode:[eventpoll]"), ResourceKind::Epoll);
         assert_eq!(k("socket:[9]"), ResourceKind::Other);
         assert_eq!(bracketed("socket:[9]", "socket:"), Some(9));
+        let epoll = describe_link(1, 5, "anon_inode:[eventpoll]").name;
+        assert_eq!(epoll, "anon_inode:[eventpoll] fd 5");
+        assert_eq!(describe_link(1, 5, "pipe:[7]").name, "pipe:[7]");
     }
 
     #[test]
