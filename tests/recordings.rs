@@ -16,7 +16,8 @@ use common::profmap;
 use predicates::prelude::*;
 use profmap::error::Error;
 use profmap::profile::{
-    MAX_JSON_BYTES, Recording, SampleKind, WaitState, Waker, read_recording, write_recording,
+    MAX_JSON_BYTES, Recording, Resource, ResourceKind, SampleKind, WaitOn, WaitState, Waker,
+    read_recording, write_recording,
 };
 use proptest::prelude::*;
 
@@ -41,6 +42,8 @@ enum Damage {
     Weight(usize, u64),
     LongName(usize),
     Amount(u64),
+    /// A wait for this sample (index taken as is) on this resource, after the others.
+    Wait(u32, Option<u32>),
 }
 
 fn index() -> impl Strategy<Value = u32> {
@@ -73,6 +76,7 @@ fn damage() -> impl Strategy<Value = Damage> {
         (any::<usize>(), any::<u64>()).prop_map(|(i, v)| Damage::Weight(i, v)),
         any::<usize>().prop_map(Damage::LongName),
         any::<u64>().prop_map(Damage::Amount),
+        (index(), proptest::option::of(index())).prop_map(|(i, r)| Damage::Wait(i, r)),
     ]
 }
 
@@ -107,6 +111,23 @@ fn apply(rec: &mut Recording, d: &Damage) {
         Damage::Weight(i, v) => s.samples[i % n_samples].weight_ns = v,
         Damage::LongName(i) if n_frames > 0 => {
             s.frames[i % n_frames].function = "x".repeat(70_000);
+        }
+        Damage::Wait(sample, resource) => {
+            if s.resources.is_empty() {
+                s.resources.push(Resource {
+                    kind: ResourceKind::Pipe,
+                    name: "pipe:[1]".into(),
+                    local: None,
+                    peer: None,
+                    pid: 1,
+                });
+            }
+            s.waits.push(WaitOn {
+                sample,
+                fd: Some(3),
+                arg0: 3,
+                resource,
+            });
         }
         Damage::Amount(v) => {
             for r in rec.profiled_run.iter_mut() {
@@ -257,6 +278,14 @@ fn the_first_problem_is_named() {
         (Damage::Frequency(-1.0), "frequency_hz is -1".into()),
         (Damage::Figure(1, -1.7e299), "wall_ms is -1.7e299".into()),
         (Damage::LongName(0), "function is 70000 bytes long".into()),
+        (
+            Damage::Wait(2, Some(5)),
+            "wait 0 points at resource 5 but there are 1 resources".into(),
+        ),
+        (
+            Damage::Wait(99_999, None),
+            "wait 0 points at sample 99999".into(),
+        ),
     ];
     for (damage, message) in cases {
         let path = write_damaged(d.path(), std::slice::from_ref(&damage));

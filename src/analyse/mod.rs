@@ -23,6 +23,7 @@ pub mod calltree;
 pub mod classify;
 pub mod critical;
 pub mod hotspots;
+pub mod resources;
 mod spread;
 pub mod steps;
 
@@ -127,6 +128,8 @@ pub struct Analysis {
     /// The same split of the summed thread time (every thread, on the critical path or
     /// not): what the threads did, where `wait_breakdown_ms` is what the run waited for.
     pub thread_wait_breakdown_ms: BTreeMap<String, f64>,
+    /// Time blocked per resource (file, socket, pipe...), most first (`resources`).
+    pub resources: Vec<resources::ResourceUse>,
     /// What makes the analysis less certain.
     pub warnings: Vec<String>,
 }
@@ -322,7 +325,7 @@ fn without_profiler_activity(p: &SampledProfile) -> (Option<SampledProfile>, u64
         return (None, 0);
     }
     let mut q = p.clone();
-    q.samples.retain(|s| !is_own(s));
+    q.retain_samples(|s| !is_own(s));
     (Some(q), own_ns)
 }
 
@@ -435,6 +438,7 @@ pub fn analyse(p: &SampledProfile) -> Analysis {
         top_bottlenecks,
         wait_breakdown_ms,
         thread_wait_breakdown_ms,
+        resources: resources::resource_use(p),
         warnings,
     }
 }

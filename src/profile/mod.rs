@@ -24,8 +24,8 @@ pub mod validate;
 pub use baseline::{Baseline, BusyProcess, ExitStatus, MachineLoad, RunMeasurement, TimelinePoint};
 pub use io::{read_recording, write_recording};
 pub use sampled::{
-    Frame, FrameKind, ProcessInfo, SampleKind, SampleQuality, SampledProfile, StackNode,
-    ThreadInfo, ThreadSample, WaitState, Waker,
+    Frame, FrameKind, ProcessInfo, Resource, ResourceKind, SampleKind, SampleQuality,
+    SampledProfile, StackNode, ThreadInfo, ThreadSample, WaitOn, WaitState, Waker,
 };
 pub use source::MAX_JSON_BYTES;
 

@@ -23,6 +23,64 @@ pub struct SampledProfile {
     /// them (older recordings, unprivileged runs): nothing is known about who woke whom.
     #[serde(default)]
     pub wakers_recorded: bool,
+    /// What blocked threads waited on: the descriptors named by their blocked syscalls,
+    /// resolved during the run (see `sample::waiton`). Empty in older recordings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<Resource>,
+    /// The off-CPU samples blocked in a syscall whose first argument was captured, by
+    /// sample index, ascending (a side table: most samples have none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waits: Vec<WaitOn>,
+}
+
+/// What a resource is, from the descriptor's `/proc/PID/fd` link.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum ResourceKind {
+    File,
+    SocketTcp,
+    SocketUdp,
+    SocketUnix,
+    Pipe,
+    Eventfd,
+    Epoll,
+    /// A character or block device (`/dev/...`).
+    Device,
+    Other,
+}
+
+/// A file, socket, pipe... that a process of the tree held open and blocked on.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Resource {
+    pub kind: ResourceKind,
+    /// A path, a socket's peer (`127.0.0.1:5432`), or the link's text (`pipe:[123]`;
+    /// anonymous inodes with their descriptor: `anon_inode:[eventpoll] fd 5`).
+    pub name: String,
+    /// A socket's own address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<String>,
+    /// A socket's peer address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
+    /// The process that held the descriptor.
+    pub pid: i32,
+}
+
+/// The blocked syscall of one off-CPU sample: its first argument and, when that is a
+/// descriptor, the resource it named.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+pub struct WaitOn {
+    /// Index into `samples` (an off-CPU sample).
+    pub sample: u32,
+    /// The first argument as a descriptor, when the syscall the kernel stack names
+    /// (`read`, `recvfrom`, `fsync`...) takes one there; see `sample::waiton`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fd: Option<i32>,
+    /// The raw first argument register (DI on x86_64).
+    pub arg0: u64,
+    /// Index into `resources`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -168,6 +226,25 @@ impl SampledProfile {
         }
         out.reverse();
         out
+    }
+
+    /// Keep the samples `keep` says to, with the waits table following them.
+    pub fn retain_samples(&mut self, keep: impl Fn(&ThreadSample) -> bool) {
+        let mut new_index = Vec::with_capacity(self.samples.len());
+        let mut n = 0u32;
+        for s in &self.samples {
+            let kept = keep(s);
+            new_index.push(kept.then_some(n));
+            n += u32::from(kept);
+        }
+        self.samples.retain(|s| keep(s));
+        self.waits.retain_mut(|w| {
+            let to = new_index.get(w.sample as usize).copied().flatten();
+            if let Some(to) = to {
+                w.sample = to;
+            }
+            to.is_some()
+        });
     }
 
     /// Frame indices of a stack, root first.

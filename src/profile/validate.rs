@@ -12,7 +12,9 @@
 //! - counts and sizes past the limits below (so sums of them cannot overflow);
 //! - figures that are NaN, infinite, negative or absurd (past [`MAX_FIGURE`]), a
 //!   sampling frequency that is not positive while on-CPU samples exist;
-//! - a waker on an on-CPU sample (only off-CPU intervals are woken).
+//! - a waker on an on-CPU sample (only off-CPU intervals are woken);
+//! - a wait whose sample or resource index is out of range, or waits not in strictly
+//!   ascending sample order.
 
 use std::fmt::Display;
 
@@ -166,6 +168,7 @@ fn sampled(s: &SampledProfile) -> Result<(), String> {
     }
     stacks(s)?;
     samples(s)?;
+    waits(s)?;
     texts("sampling warning", &s.quality.warnings)
 }
 
@@ -210,6 +213,41 @@ fn samples(s: &SampledProfile) -> Result<(), String> {
         }
     }
     ns("the sum of all sample weights", total)
+}
+
+fn waits(s: &SampledProfile) -> Result<(), String> {
+    count("resources", s.resources.len(), MAX_LIST)?;
+    for (i, r) in s.resources.iter().enumerate() {
+        text(format_args!("resource {i} name"), &r.name)?;
+        opt_text(format_args!("resource {i} local"), r.local.as_deref())?;
+        opt_text(format_args!("resource {i} peer"), r.peer.as_deref())?;
+    }
+    count("waits", s.waits.len(), MAX_SAMPLES)?;
+    let (samples, resources) = (s.samples.len(), s.resources.len());
+    let mut prev: Option<u32> = None;
+    for (i, w) in s.waits.iter().enumerate() {
+        if w.sample as usize >= samples {
+            return Err(format!(
+                "wait {i} points at sample {} but there are {samples} samples",
+                w.sample
+            ));
+        }
+        if prev.is_some_and(|p| p >= w.sample) {
+            return Err(format!(
+                "wait {i} is for sample {}: waits must be in ascending sample order",
+                w.sample
+            ));
+        }
+        prev = Some(w.sample);
+        if let Some(r) = w.resource
+            && r as usize >= resources
+        {
+            return Err(format!(
+                "wait {i} points at resource {r} but there are {resources} resources"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn in_range(what: impl Display, stack: Option<u32>, stacks: usize) -> Result<(), String> {

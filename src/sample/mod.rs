@@ -8,6 +8,7 @@
 //! have long exited. All platform code lives under `linux/`.
 
 pub mod linux;
+pub mod waiton;
 
 pub use linux::{Capabilities, Check, PerfSampler, TaskWatcher, monotonic_ns, probe_capabilities};
 
@@ -60,6 +61,20 @@ pub struct RawSample {
     /// Off-CPU only: who ended the interval (see `profile::Waker`); its `stack` is a
     /// node in `RawProfile::stacks` (kernel frames only).
     pub waker: Option<crate::profile::Waker>,
+    /// Off-CPU only: the blocked syscall's first argument and the resource it named
+    /// when it was a descriptor of a live process (see [`waiton`]).
+    pub wait: Option<RawWait>,
+}
+
+/// The argument registers of a switch-out, raw: which syscall they belong to (hence
+/// whether `arg0` is a descriptor) is decided from the kernel stack at symbolize time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawWait {
+    /// DI on x86_64: the syscall's first argument.
+    pub arg0: u64,
+    /// `arg0` read as a descriptor of the process and resolved during the run: an index
+    /// into `RawProfile::resources`.
+    pub resource: Option<u32>,
 }
 
 /// One memory mapping of a process.
@@ -115,5 +130,7 @@ pub struct RawProfile {
     pub truncated_stacks: u64,
     /// True when wake-ups were recorded (see `profile::SampledProfile::wakers_recorded`).
     pub wakers_recorded: bool,
+    /// Descriptors resolved during the run (see [`RawWait`]).
+    pub resources: Vec<crate::profile::Resource>,
     pub warnings: Vec<String>,
 }

@@ -105,7 +105,7 @@ pub fn symbolize(raw: &RawProfile) -> SampledProfile {
         unnamed_addresses: unnamed,
         warnings,
     };
-    SampledProfile {
+    let mut profile = SampledProfile {
         sampler: raw.sampler.clone(),
         frequency_hz: f64::from(raw.frequency_hz),
         wall_ms: 0.0,
@@ -133,7 +133,12 @@ pub fn symbolize(raw: &RawProfile) -> SampledProfile {
         samples,
         quality,
         wakers_recorded: raw.wakers_recorded,
-    }
+        resources: raw.resources.clone(),
+        waits: Vec::new(),
+    };
+    let waits: Vec<_> = raw.samples.iter().map(|s| s.wait).collect();
+    crate::sample::waiton::attach_waits(&mut profile, &waits);
+    profile
 }
 
 fn basename(path: &str) -> String {

@@ -13,6 +13,7 @@
 
 mod blocked;
 mod doctor;
+mod fdres;
 mod offcpu;
 mod process;
 mod sampler;

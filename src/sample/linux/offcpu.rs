@@ -18,7 +18,8 @@
 //! `prev_state` (Sleeping when only the software event is available, which cannot tell S
 //! from D). An interval still open at the end belongs to a thread that exited (dropped:
 //! a dead task's last switch is not a wait) or one still blocked (closed at the end).
-//! Zero-length intervals are dropped.
+//! Zero-length intervals are dropped. A switch sample's syscall argument ([`RawWait`])
+//! goes with its interval, unless the thread was preempted (it waited for a CPU then).
 //!
 //! Without a switch-out stack (user-space-only sampling), the first [`Look`] at the
 //! blocked thread made inside the interval gives it its stack and state.
@@ -43,6 +44,7 @@
 use std::collections::HashMap;
 
 use crate::profile::{WaitState, Waker};
+use crate::sample::RawWait;
 
 /// How soon after an exit a blocked thread must run again for the exit to be its waker.
 /// Generous: on a busy machine a parent woken by its child's exit may wait several ms
@@ -61,6 +63,8 @@ pub(crate) struct SwitchSample {
     pub stack: Option<u32>,
     /// The tracepoint's `prev_state`, when known.
     pub prev_state: Option<i64>,
+    /// The blocked syscall's argument, for a thread going to sleep.
+    pub wait: Option<RawWait>,
 }
 
 /// The thread left the CPU.
@@ -119,6 +123,7 @@ pub(crate) struct Interval {
     pub state: WaitState,
     /// Its `time_ns` is absolute too.
     pub waker: Option<Waker>,
+    pub wait: Option<RawWait>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -127,6 +132,7 @@ struct Open {
     start: u64,
     stack: Option<u32>,
     state: WaitState,
+    wait: Option<RawWait>,
 }
 
 /// The off-CPU state machine.
@@ -169,6 +175,9 @@ impl OffCpu {
                 start: parked.map_or(o.time, |p| p.time.min(o.time)),
                 stack: parked.and_then(|p| p.stack),
                 state,
+                wait: parked
+                    .and_then(|p| p.wait)
+                    .filter(|_| state != WaitState::Preempted),
             },
         );
     }
@@ -278,12 +287,13 @@ impl OffCpu {
             stack: iv.stack,
             state: iv.state,
             waker,
+            wait: iv.wait,
         });
     }
 }
 
 /// The wait state from the tracepoint's `prev_state` (None: software event only).
-fn state_of(prev_state: Option<i64>) -> WaitState {
+pub(crate) fn state_of(prev_state: Option<i64>) -> WaitState {
     match prev_state {
         Some(s) if s & 0x100 != 0 => WaitState::Preempted,
         Some(0) => WaitState::Preempted,
@@ -306,6 +316,7 @@ mod tests {
             time,
             stack: Some(stack),
             prev_state,
+            wait: None,
         }
     }
 
@@ -370,6 +381,26 @@ mod tests {
         assert_eq!(v[0].duration, 2 * MS + 3000);
         assert_eq!(v[0].stack, Some(7));
         assert_eq!(v[0].state, WaitState::Uninterruptible);
+    }
+
+    #[test]
+    fn the_syscall_argument_goes_with_a_sleep_not_a_preemption() {
+        let mut m = OffCpu::default();
+        let wait = Some(RawWait {
+            arg0: 3,
+            resource: Some(0),
+        });
+        for (tid, preempted) in [(1, false), (2, true)] {
+            m.switch_sample(SwitchSample {
+                wait,
+                ..sample(tid, MS, 7, Some(1))
+            });
+            m.switch_out(out(tid, MS, preempted));
+            m.switch_in(inn(tid, 2 * MS));
+        }
+        let v = m.finish(10 * MS, all_alive);
+        assert_eq!((v[0].tid, v[0].wait), (1, wait));
+        assert_eq!((v[1].tid, v[1].wait), (2, None));
     }
 
     #[test]

@@ -18,6 +18,9 @@
 //! Switch samples, `PERF_RECORD_SWITCH` records, exits, `sched_waking` samples and
 //! /proc looks are decoded here and forwarded to [`OffCpu`], which turns them into
 //! off-CPU intervals (see `offcpu` for how); they become off-CPU samples in `finish`.
+//! A switch sample of a thread going to sleep keeps its syscall's first argument (DI),
+//! looked up at once as a descriptor of the process (`fdres`): the interval carries
+//! both, and `sample::waiton` decides at symbolize time whether it was a descriptor.
 
 use std::collections::HashMap;
 
@@ -28,12 +31,14 @@ use linux_perf_event_reader::{
 };
 use perf_event_open_sys::bindings as b;
 
+use super::fdres::Resolver;
 use super::offcpu::{self, OffCpu};
-use super::sys::{OwnedRecord, REG_BP, REG_IP, REG_SP};
+use super::sys::{OwnedRecord, REG_BP, REG_DI, REG_IP, REG_SP};
 use super::unwind::{self, ElfCache, ProcUnwinder};
-use crate::profile::SampleKind;
+use crate::profile::{SampleKind, WaitState};
 use crate::sample::{
     RawFrame, RawMapping, RawModule, RawProcess, RawProfile, RawSample, RawStackNode, RawThread,
+    RawWait,
 };
 
 /// What an event id stands for.
@@ -124,6 +129,8 @@ pub(crate) struct Processor {
     stack_ids: HashMap<(Option<u32>, u32), u32>,
     samples: Vec<RawSample>,
     offcpu: OffCpu,
+    /// Names the descriptors blocked syscalls wait on (see `fdres`).
+    fds: Resolver,
     /// The stack made of each thread's last full look, for looks that repeat it.
     last_look: HashMap<i32, Option<u32>>,
     kernel_names: Vec<String>,
@@ -161,6 +168,7 @@ impl Processor {
             stack_ids: HashMap::new(),
             samples: Vec::new(),
             offcpu: OffCpu::default(),
+            fds: Resolver::default(),
             last_look: HashMap::new(),
             kernel_names: Vec::new(),
             kernel_name_ids: HashMap::new(),
@@ -455,15 +463,25 @@ impl Processor {
                     weight_ns: weight,
                     kind: SampleKind::OnCpu,
                     waker: None,
+                    wait: None,
                 });
             }
             EventRole::SwitchOut { prev_state } => {
                 let prev_state = prev_state.and_then(|f| raw_int(s, f));
+                let sleeping = offcpu::state_of(prev_state) != WaitState::Preempted;
+                let wait = match s.user_regs.as_ref().and_then(|r| r.get(REG_DI)) {
+                    Some(arg0) if sleeping => Some(RawWait {
+                        arg0,
+                        resource: self.fds.resolve(pid, arg0),
+                    }),
+                    _ => None,
+                };
                 self.offcpu.switch_sample(offcpu::SwitchSample {
                     tid,
                     time,
                     stack,
                     prev_state,
+                    wait,
                 });
             }
             EventRole::Waking { wakee_pid } => {
@@ -499,6 +517,11 @@ impl Processor {
                 self.offcpu.switch_in(offcpu::SwitchIn { tid, time });
             }
         }
+    }
+
+    /// A new drain round: descriptor look-ups get their budget back.
+    pub(crate) fn new_round(&mut self) {
+        self.fds.new_round();
     }
 
     /// Threads that have not exited, as (pid, tid) by tid: the ones worth a look at
@@ -590,6 +613,14 @@ impl Processor {
             s.time_ns = s.time_ns.saturating_sub(t0_ns);
         }
         let mut warnings = Vec::new();
+        if self.fds.skipped > 0 {
+            warnings.push(format!(
+                "{} descriptor look-ups were skipped (at most {} per drain round): some waits \
+                 name no resource",
+                self.fds.skipped,
+                super::fdres::BUDGET_PER_ROUND
+            ));
+        }
         if self.parse_errors > 0 {
             warnings.push(format!(
                 "{} perf records could not be parsed",
@@ -655,6 +686,7 @@ impl Processor {
             unwind_failures: self.unwind_failures,
             truncated_stacks: self.truncated,
             wakers_recorded: false,
+            resources: self.fds.into_resources(),
             warnings,
         }
     }
@@ -674,6 +706,7 @@ fn off_cpu_sample(iv: offcpu::Interval, t0_ns: u64) -> RawSample {
             time_ns: w.time_ns.saturating_sub(t0_ns),
             ..w
         }),
+        wait: iv.wait,
     }
 }
 

@@ -13,7 +13,10 @@
 //!   mmap/mmap2, comm (with exec), task (fork/exit) and context-switch records.
 //! - *switch-out*: the `sched:sched_switch` tracepoint (raw data gives `prev_state`), or
 //!   when tracefs or raw tracepoint access is missing the `context-switches` software
-//!   event; `sample_period = 1`, same stack fields. Its records go into the on-CPU
+//!   event; `sample_period = 1`, same stack fields, plus the syscall argument registers
+//!   DI, SI, DX, R10, R8 among the user registers (what a blocked syscall waits on: see
+//!   `sample::waiton`; DI is looked up as a descriptor in /proc as the drain thread
+//!   meets it, see `fdres`). Its records go into the on-CPU
 //!   event's ring (`PERF_EVENT_IOC_SET_OUTPUT`) or, if the kernel refuses, its own ring.
 //! - *wake-ups* (kernel + user scope only): the `sched:sched_waking` tracepoint,
 //!   `sample_period = 1`, TID, TIME, RAW (the wakee's pid) and the kernel callchain only
@@ -153,6 +156,7 @@ fn switch_attr(src: &SwitchSource, stack_bytes: u32) -> b::perf_event_attr {
         ),
     };
     stack_fields(&mut attr, stack_bytes, Scope::Full);
+    attr.sample_regs_user = sys::SWITCH_REGS_MASK;
     if matches!(src, SwitchSource::Tracepoint { .. }) {
         attr.sample_type |= sys::SAMPLE_RAW;
     }
@@ -604,6 +608,7 @@ fn drain_loop(
             break t0;
         }
         wait_readable(&opened.rings);
+        processor.new_round();
         let round = sys::monotonic_ns();
         collect(&mut opened, &mut buf, &mut pending, &mut seq);
         process_upto(
@@ -630,6 +635,7 @@ fn drain_loop(
         sys::disable(fd);
     }
     let end = sys::monotonic_ns();
+    processor.new_round();
     collect(&mut opened, &mut buf, &mut pending, &mut seq);
     process_upto(&mut pending, &mut looks, &mut processor, u64::MAX);
     let mut raw = processor.finish(t0, end, description, freq);

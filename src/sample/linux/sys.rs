@@ -32,6 +32,17 @@ pub(crate) const REG_BP: u64 = 6;
 pub(crate) const REG_SP: u64 = 7;
 pub(crate) const REG_IP: u64 = 8;
 pub(crate) const USER_REGS_MASK: u64 = (1 << REG_BP) | (1 << REG_SP) | (1 << REG_IP);
+/// The syscall argument registers (x86_64 ABI: DI, SI, DX, R10, R8 are arguments 1–5).
+pub(crate) const REG_DX: u64 = 3;
+pub(crate) const REG_SI: u64 = 4;
+pub(crate) const REG_DI: u64 = 5;
+pub(crate) const REG_R8: u64 = 16;
+pub(crate) const REG_R10: u64 = 18;
+/// The switch-out event's user registers: the unwinder's plus the blocked syscall's
+/// first five arguments (the user registers saved at syscall entry), 40 bytes more per
+/// switch sample. The on-CPU event keeps [`USER_REGS_MASK`].
+pub(crate) const SWITCH_REGS_MASK: u64 =
+    USER_REGS_MASK | (1 << REG_DI) | (1 << REG_SI) | (1 << REG_DX) | (1 << REG_R10) | (1 << REG_R8);
 
 /// The kernel's largest accepted `sample_stack_user` (u16 record size limit, 8-aligned).
 pub(crate) const MAX_STACK_BYTES: u32 = 65528;

@@ -1,0 +1,161 @@
+//! Time blocked per resource: for each file, socket, pipe... that off-CPU intervals
+//! waited on (the recording's `waits` table, see `sample::waiton`), how many intervals,
+//! how long in all (thread time: two threads blocked on one socket for 1 s count 2 s),
+//! and when it was first and last waited on.
+//!
+//! Thread time only: which of these waits lay on the critical path is for a later
+//! stage (`critical` knows the path; joining the two is issue 8's next step).
+
+use serde::{Deserialize, Serialize};
+
+use crate::profile::{Resource, SampledProfile};
+
+/// The waits on one resource.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceUse {
+    /// Index into the profile's `resources`.
+    pub resource: u32,
+    pub intervals: u64,
+    /// Summed duration of the intervals (thread time), ms.
+    pub blocked_ms: f64,
+    /// Start of the first interval and end of the last, ms since the run's start.
+    pub first_ms: f64,
+    pub last_ms: f64,
+}
+
+impl ResourceUse {
+    /// The resource itself.
+    pub fn of<'a>(&self, p: &'a SampledProfile) -> Option<&'a Resource> {
+        p.resources.get(self.resource as usize)
+    }
+}
+
+/// Every resource waited on, most blocked time first (ties: by index).
+pub fn resource_use(p: &SampledProfile) -> Vec<ResourceUse> {
+    let mut acc: Vec<Option<(u64, u64, u64, u64)>> = vec![None; p.resources.len()];
+    for w in &p.waits {
+        let (Some(r), Some(s)) = (w.resource, p.samples.get(w.sample as usize)) else {
+            continue;
+        };
+        let Some(slot) = acc.get_mut(r as usize) else {
+            continue;
+        };
+        let end = s.time_ns.saturating_add(s.weight_ns);
+        let e = slot.get_or_insert((0, 0, s.time_ns, end));
+        e.0 += 1;
+        e.1 = e.1.saturating_add(s.weight_ns);
+        e.2 = e.2.min(s.time_ns);
+        e.3 = e.3.max(end);
+    }
+    let mut out: Vec<ResourceUse> = acc
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, e)| {
+            let (n, ns, first, last) = e?;
+            Some(ResourceUse {
+                resource: i as u32,
+                intervals: n,
+                blocked_ms: super::steps::ms(ns),
+                first_ms: super::steps::ms(first),
+                last_ms: super::steps::ms(last),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.blocked_ms
+            .total_cmp(&a.blocked_ms)
+            .then(a.resource.cmp(&b.resource))
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{ResourceKind, SampleKind, ThreadSample, WaitOn, WaitState};
+
+    const MS: u64 = 1_000_000;
+
+    fn off(time_ms: u64, dur_ms: u64) -> ThreadSample {
+        ThreadSample {
+            pid: 1,
+            tid: 1,
+            time_ns: time_ms * MS,
+            stack: None,
+            weight_ns: dur_ms * MS,
+            kind: SampleKind::OffCpu {
+                state: WaitState::Sleeping,
+            },
+            waker: None,
+        }
+    }
+
+    fn res(name: &str) -> Resource {
+        Resource {
+            kind: ResourceKind::SocketTcp,
+            name: name.into(),
+            local: None,
+            peer: Some(name.into()),
+            pid: 1,
+        }
+    }
+
+    fn wait(sample: u32, resource: Option<u32>) -> WaitOn {
+        WaitOn {
+            sample,
+            fd: Some(3),
+            arg0: 3,
+            resource,
+        }
+    }
+
+    #[test]
+    fn intervals_add_up_per_resource_most_blocked_first() {
+        let p = SampledProfile {
+            samples: vec![
+                off(0, 10),
+                off(20, 5),
+                off(30, 40),
+                off(100, 1),
+                off(200, 9),
+            ],
+            resources: vec![res("db:5432"), res("cache:6379"), res("unused:1")],
+            waits: vec![
+                wait(0, Some(1)),
+                wait(1, Some(1)),
+                wait(2, Some(0)),
+                wait(3, None),
+                wait(4, Some(1)),
+            ],
+            ..SampledProfile::default()
+        };
+        let u = resource_use(&p);
+        assert_eq!(u.len(), 2, "the unused resource has no row");
+        assert_eq!(u[0].of(&p).map(|r| r.name.as_str()), Some("db:5432"));
+        assert_eq!((u[0].intervals, u[0].blocked_ms), (1, 40.0));
+        assert_eq!(
+            (u[1].resource, u[1].intervals, u[1].blocked_ms),
+            (1, 3, 24.0)
+        );
+        assert_eq!((u[1].first_ms, u[1].last_ms), (0.0, 209.0));
+    }
+
+    #[test]
+    fn dropping_samples_keeps_the_waits_on_theirs() {
+        let mut p = SampledProfile {
+            samples: vec![off(0, 10), off(20, 5), off(30, 40)],
+            resources: vec![res("a:1")],
+            waits: vec![wait(0, Some(0)), wait(2, Some(0))],
+            ..SampledProfile::default()
+        };
+        p.retain_samples(|s| s.time_ns != 0);
+        assert_eq!(p.samples.len(), 2);
+        assert_eq!(p.waits, vec![wait(1, Some(0))]);
+        assert_eq!(resource_use(&p)[0].blocked_ms, 40.0);
+    }
+
+    #[test]
+    fn no_waits_no_rows() {
+        assert!(resource_use(&SampledProfile::default()).is_empty());
+    }
+}

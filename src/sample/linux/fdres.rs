@@ -1,0 +1,361 @@
+//! Descriptor → resource, at first sight: what a blocked syscall's first argument names
+//! when it is a descriptor of a live process of the tree.
+//!
+//! The drain thread calls [`Resolver::resolve`] for each switch-out sample of a thread
+//! going to sleep (not a preemption), with the argument register DI. Which syscall it
+//! belongs to is only known once the kernel stack is symbolized (`sample::waiton`), so
+//! the look-up is speculative: any value below [`MAX_FD`] is tried as a descriptor,
+//! and a resource whose syscall does not take a descriptor first is dropped then.
+//! It must happen during the run: short-lived connections and processes are gone by
+//! its end. Records reach the drain thread 20–30 ms after the switch (the sort slack),
+//! so a descriptor closed within that time is missed, and one closed and reused is
+//! named after its new use.
+//!
+//! # How
+//!
+//! `readlink /proc/PID/fd/N` gives a path (a file, or a device under `/dev/`),
+//! `socket:[INODE]`, `pipe:[INODE]` or `anon_inode:[eventfd]`-like names. A socket's
+//! addresses come from the process's `/proc/PID/net/{tcp,tcp6,udp,udp6,unix}` by inode
+//! (NOTES-waits: parsing these costs about what sock_diag does for TCP; Unix peers
+//! would need sock_diag and are not named). Results are cached per (pid, fd); the
+//! link is read again at most once per drain round, and a changed link (the fd was
+//! reused) makes a new resource. Each round may read at most [`BUDGET_PER_ROUND`]
+//! links or tables; look-ups past it are skipped and counted.
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use crate::profile::{Resource, ResourceKind};
+
+/// Larger first arguments are not descriptors (the kernel's default `nr_open`).
+pub(crate) const MAX_FD: u64 = 1 << 20;
+/// Links and tables read per drain round (~10 ms): a few hundred µs at most.
+pub(crate) const BUDGET_PER_ROUND: u32 = 128;
+
+#[derive(Debug)]
+struct Seen {
+    link: Option<String>,
+    resource: Option<u32>,
+    round: u64,
+}
+
+/// The per-run cache of resolved descriptors and the resources found.
+#[derive(Debug, Default)]
+pub(crate) struct Resolver {
+    cache: HashMap<(i32, i32), Seen>,
+    ids: HashMap<Resource, u32>,
+    resources: Vec<Resource>,
+    round: u64,
+    budget: u32,
+    /// Look-ups skipped for want of budget.
+    pub(crate) skipped: u64,
+}
+
+impl Resolver {
+    /// A new drain round: the budget is refilled and cached links may be re-read.
+    pub(crate) fn new_round(&mut self) {
+        self.round += 1;
+        self.budget = BUDGET_PER_ROUND;
+    }
+
+    /// The resource `arg0` names as a descriptor of process `pid`, if any.
+    pub(crate) fn resolve(&mut self, pid: i32, arg0: u64) -> Option<u32> {
+        if arg0 >= MAX_FD || pid <= 0 {
+            return None;
+        }
+        let fd = arg0 as i32;
+        let round = self.round;
+        if let Some(s) = self.cache.get(&(pid, fd))
+            && s.round == round
+        {
+            return s.resource;
+        }
+        if !self.spend() {
+            self.skipped += 1;
+            return self.cache.get(&(pid, fd)).and_then(|s| s.resource);
+        }
+        let link = std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+            .ok()
+            .map(|p| p.to_string_lossy().into_owned());
+        if let Some(s) = self.cache.get_mut(&(pid, fd))
+            && s.link == link
+        {
+            s.round = round;
+            return s.resource;
+        }
+        let resource = match &link {
+            Some(l) => self.describe(pid, fd, l).map(|r| self.intern(r)),
+            None => None,
+        };
+        self.cache.insert(
+            (pid, fd),
+            Seen {
+                link,
+                resource,
+                round,
+            },
+        );
+        resource
+    }
+
+    /// Every resource found, indexed as `resolve` returned them.
+    pub(crate) fn into_resources(self) -> Vec<Resource> {
+        self.resources
+    }
+
+    fn spend(&mut self) -> bool {
+        if self.budget == 0 {
+            return false;
+        }
+        self.budget -= 1;
+        true
+    }
+
+    fn intern(&mut self, r: Resource) -> u32 {
+        if let Some(&id) = self.ids.get(&r) {
+            return id;
+        }
+        let id = self.resources.len() as u32;
+        self.resources.push(r.clone());
+        self.ids.insert(r, id);
+        id
+    }
+
+    fn describe(&mut self, pid: i32, fd: i32, link: &str) -> Option<Resource> {
+        let mut r = describe_link(pid, fd, link);
+        if let Some(inode) = bracketed(link, "socket:") {
+            let found = if self.spend() {
+                find_socket(pid, inode)
+            } else {
+                self.skipped += 1;
+                None
+            };
+            if let Some(s) = found {
+                r = s;
+            }
+        }
+        Some(r)
+    }
+}
+
+/// The resource a descriptor link names, without looking at socket tables. Anonymous
+/// inodes (`anon_inode:[eventpoll]`) all read alike: the descriptor tells them apart.
+pub(crate) fn describe_link(pid: i32, fd: i32, link: &str) -> Resource {
+    let kind = if link.starts_with("/dev/") {
+        ResourceKind::Device
+    } else if link.starts_with('/') {
+        ResourceKind::File
+    } else if link.starts_with("pipe:") {
+        ResourceKind::Pipe
+    } else if link == "anon_inode:[eventfd]" {
+        ResourceKind::Eventfd
+    } else if link == "anon_inode:[eventpoll]" {
+        ResourceKind::Epoll
+    } else {
+        ResourceKind::Other
+    };
+    let name = if link.starts_with("anon_inode:") {
+        format!("{link} fd {fd}")
+    } else {
+        link.to_string()
+    };
+    Resource {
+        kind,
+        name,
+        local: None,
+        peer: None,
+        pid,
+    }
+}
+
+/// `INODE` of `PREFIX[INODE]`.
+fn bracketed(link: &str, prefix: &str) -> Option<u64> {
+    link.strip_prefix(prefix)?
+        .strip_prefix('[')?
+        .strip_suffix(']')?
+        .parse()
+        .ok()
+}
+
+/// The socket with this inode in the process's network namespace tables.
+fn find_socket(pid: i32, inode: u64) -> Option<Resource> {
+    for (table, kind) in [
+        ("tcp", ResourceKind::SocketTcp),
+        ("tcp6", ResourceKind::SocketTcp),
+        ("udp", ResourceKind::SocketUdp),
+        ("udp6", ResourceKind::SocketUdp),
+    ] {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else {
+            continue;
+        };
+        if let Some((local, peer)) = inet_entry(&text, inode) {
+            return Some(inet_resource(pid, kind, local, peer));
+        }
+    }
+    let text = std::fs::read_to_string(format!("/proc/{pid}/net/unix")).ok()?;
+    let path = unix_entry(&text, inode)?;
+    Some(Resource {
+        kind: ResourceKind::SocketUnix,
+        name: path.clone().unwrap_or_else(|| format!("socket:[{inode}]")),
+        local: path,
+        peer: None,
+        pid,
+    })
+}
+
+/// Named by its peer; a listening or unconnected socket by its own address.
+fn inet_resource(pid: i32, kind: ResourceKind, local: String, peer: Option<String>) -> Resource {
+    Resource {
+        kind,
+        name: peer.clone().unwrap_or_else(|| local.clone()),
+        local: Some(local),
+        peer,
+        pid,
+    }
+}
+
+/// (local, peer) of the `/proc/net/{tcp,udp}[6]` line with this inode; the peer is
+/// None when it is all zeros.
+pub(crate) fn inet_entry(table: &str, inode: u64) -> Option<(String, Option<String>)> {
+    for line in table.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.get(9).and_then(|i| i.parse::<u64>().ok()) != Some(inode) {
+            continue;
+        }
+        let local = inet_addr(f.get(1)?)?;
+        let peer = inet_addr(f.get(2)?)?;
+        let unset =
+            peer.ends_with(":0") && (peer.starts_with("0.0.0.0") || peer.starts_with("[::]"));
+        return Some((local, (!unset).then_some(peer)));
+    }
+    None
+}
+
+/// `0100007F:1538` → `127.0.0.1:5432`; 32 hex digits → `[::1]:port`. The kernel prints
+/// each 32-bit word of the address in host (little-endian) order.
+pub(crate) fn inet_addr(s: &str) -> Option<String> {
+    let (addr, port) = s.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let words: Option<Vec<[u8; 4]>> = (0..addr.len() / 8)
+        .map(|i| {
+            let w = u32::from_str_radix(addr.get(i * 8..i * 8 + 8)?, 16).ok()?;
+            Some(w.to_le_bytes())
+        })
+        .collect();
+    let bytes: Vec<u8> = words?.concat();
+    match bytes.len() {
+        4 => Some(format!(
+            "{}:{port}",
+            Ipv4Addr::new(bytes[0], bytes[1], bytes[2], bytes[3])
+        )),
+        16 => {
+            let a: [u8; 16] = bytes.try_into().ok()?;
+            Some(match Ipv6Addr::from(a).to_canonical() {
+                std::net::IpAddr::V4(v4) => format!("{v4}:{port}"),
+                v6 => format!("[{v6}]:{port}"),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The path of the `/proc/net/unix` line with this inode (None: unnamed), or None
+/// overall when the inode is not there.
+pub(crate) fn unix_entry(table: &str, inode: u64) -> Option<Option<String>> {
+    for line in table.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.get(6).and_then(|i| i.parse::<u64>().ok()) == Some(inode) {
+            return Some(f.get(7).map(|p| p.to_string()));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inet_addresses_are_decoded() {
+        assert_eq!(
+            inet_addr("0100007F:1538").as_deref(),
+            Some("127.0.0.1:5432")
+        );
+        assert_eq!(
+            inet_addr("00000000000000000000000001000000:0050").as_deref(),
+            Some("[::1]:80")
+        );
+        assert_eq!(
+            inet_addr("0000000000000000FFFF00000100007F:0050").as_deref(),
+            Some("127.0.0.1:80")
+        );
+        assert_eq!(inet_addr("zz:1"), None);
+    }
+
+    #[test]
+    fn tcp_and_unix_lines_are_found_by_inode() {
+        let tcp = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:1538 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 111 1 0 100 0 0 10 0\n   1: 0100007F:C350 0100007F:1538 01 00000000:00000000 00:00000000 00000000     0        0 222 1 0 20 4 30 10 -1\n";
+        assert_eq!(inet_entry(tcp, 111), Some(("127.0.0.1:5432".into(), None)));
+        assert_eq!(
+            inet_entry(tcp, 222),
+            Some(("127.0.0.1:50000".into(), Some("127.0.0.1:5432".into())))
+        );
+        assert_eq!(inet_entry(tcp, 333), None);
+        let unix = "Num       RefCount Protocol Flags    Type St Inode Path\n0000: 00000002 00000000 00010000 0001 01 444 /run/x.sock\n0000: 00000003 00000000 00000000 0001 03 555\n";
+        assert_eq!(unix_entry(unix, 444), Some(Some("/run/x.sock".into())));
+        assert_eq!(unix_entry(unix, 555), Some(None));
+        assert_eq!(unix_entry(unix, 666), None);
+    }
+
+    #[test]
+    fn links_give_kinds() {
+        let k = |l| describe_link(1, 3, l).kind;
+        assert_eq!(k("/tmp/a"), ResourceKind::File);
+        assert_eq!(k("/dev/null"), ResourceKind::Device);
+        assert_eq!(k("pipe:[12]"), ResourceKind::Pipe);
+        assert_eq!(k("anon_inode:[eventfd]"), ResourceKind::Eventfd);
+        assert_eq!(k("anon_inode:[eventpoll]"), ResourceKind::Epoll);
+        assert_eq!(k("socket:[9]"), ResourceKind::Other);
+        assert_eq!(bracketed("socket:[9]", "socket:"), Some(9));
+        let epoll = describe_link(1, 5, "anon_inode:[eventpoll]").name;
+        assert_eq!(epoll, "anon_inode:[eventpoll] fd 5");
+        assert_eq!(describe_link(1, 5, "pipe:[7]").name, "pipe:[7]");
+    }
+
+    #[test]
+    fn own_descriptors_resolve_and_a_reused_fd_is_a_new_resource() {
+        // SAFETY: getpid cannot fail.
+        let pid = unsafe { libc::getpid() };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = dir.path().join("a");
+        let f = std::fs::File::create(&a).expect("create");
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+        let mut r = Resolver::default();
+        r.new_round();
+        let first = r.resolve(pid, fd as u64).expect("resolved");
+        assert_eq!(r.resolve(pid, fd as u64), Some(first));
+        drop(f);
+        let b = dir.path().join("b");
+        let g = std::fs::File::create(&b).expect("create");
+        assert_eq!(std::os::fd::AsRawFd::as_raw_fd(&g), fd, "fd reused");
+        r.new_round();
+        let second = r.resolve(pid, fd as u64).expect("resolved");
+        assert_ne!(first, second);
+        assert_eq!(r.resolve(pid, MAX_FD), None);
+        let res = r.into_resources();
+        assert_eq!(res[first as usize].name, a.to_string_lossy());
+        assert_eq!(res[second as usize].kind, ResourceKind::File);
+    }
+
+    #[test]
+    fn the_budget_is_counted() {
+        // SAFETY: getpid cannot fail.
+        let pid = unsafe { libc::getpid() };
+        let mut r = Resolver::default();
+        r.new_round();
+        for fd in 0..u64::from(BUDGET_PER_ROUND) + 5 {
+            r.resolve(pid, 10_000 + fd);
+        }
+        assert_eq!(r.skipped, 5);
+    }
+}

@@ -1,0 +1,158 @@
+//! What blocked threads waited on, on real processes: a reader blocked on a pipe, a
+//! client blocked on a TCP socket to a local server, a writer blocked in fsync, an
+//! epoll_wait on an empty set. Each off-CPU interval of the blocked syscall must name
+//! its descriptor's resource. They need perf_event_open (root, or
+//! kernel.perf_event_paranoid <= 1).
+
+#![allow(clippy::expect_used)]
+
+mod common;
+
+use std::io::Write;
+use std::net::TcpListener;
+
+use profmap::plan::{SamplePlan, TargetSpec};
+use profmap::profile::{Resource, ResourceKind, SampleKind, SampledProfile};
+use profmap::sample::{PerfSampler, monotonic_ns};
+
+/// These tests reap with waitpid(-1): one at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn wait_all() {
+    loop {
+        let mut status = 0;
+        // SAFETY: plain waitpid.
+        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return;
+        }
+    }
+}
+
+/// Run `program args` under the sampler until its whole tree is gone; symbolize.
+fn profile(program: &str, args: &[&str]) -> SampledProfile {
+    profmap::target::become_subreaper();
+    let spec = TargetSpec {
+        program: program.into(),
+        args: args.iter().map(|s| s.into()).collect(),
+    };
+    let susp = profmap::target::spawn_suspended(&spec).expect("spawn suspended");
+    let plan = SamplePlan {
+        frequency_hz: 99,
+        stack_bytes: 16 * 1024,
+        wakeups: true,
+    };
+    let sampler = PerfSampler::attach(susp.pid, &plan).expect("attach sampler");
+    let launched = susp.release(program).expect("release");
+    let t0 = monotonic_ns();
+    wait_all();
+    let raw = sampler.finish(t0).expect("finish");
+    drop(launched);
+    let p = profmap::symbolize::symbolize(&raw);
+    eprintln!("resources {:?}", p.resources);
+    eprintln!("waits {:?}", p.waits);
+    p
+}
+
+/// The resources of the off-CPU waits (with a descriptor) of at least `min_ms` in all.
+fn waited_on(p: &SampledProfile, min_ms: u64) -> Vec<(&Resource, u64)> {
+    let mut out: Vec<(&Resource, u64)> = Vec::new();
+    for w in &p.waits {
+        let s = &p.samples[w.sample as usize];
+        assert!(matches!(s.kind, SampleKind::OffCpu { .. }));
+        let Some(r) = w.resource.map(|r| &p.resources[r as usize]) else {
+            continue;
+        };
+        match out.iter_mut().find(|(x, _)| *x == r) {
+            Some((_, ns)) => *ns += s.weight_ns,
+            None => out.push((r, s.weight_ns)),
+        }
+    }
+    out.retain(|(_, ns)| *ns >= min_ms * 1_000_000);
+    out
+}
+
+#[test]
+fn a_reader_blocked_on_a_pipe_waits_on_the_pipe() {
+    let _g = serial();
+    let p = profile("/bin/sh", &["-c", "sleep 0.4 | cat"]);
+    let got = waited_on(&p, 300);
+    assert!(
+        got.iter()
+            .any(|(r, _)| r.kind == ResourceKind::Pipe && r.name.starts_with("pipe:[")),
+        "no wait of 300 ms on a pipe: {got:?}"
+    );
+    let a = profmap::analyse::analyse(&p);
+    let top = a.resources.first().expect("a resource row");
+    let r = top.of(&p).expect("its resource");
+    assert_eq!(r.kind, ResourceKind::Pipe, "{:?}", a.resources);
+    assert!(top.blocked_ms >= 300.0 && top.intervals >= 1, "{top:?}");
+}
+
+#[test]
+fn a_tcp_client_waits_on_its_peer() {
+    let _g = serial();
+    let server = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = server.local_addr().expect("addr").port();
+    let answer = std::thread::spawn(move || {
+        let (mut c, _) = server.accept().expect("accept");
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        c.write_all(b"pong").expect("write");
+    });
+    let code = format!(
+        "import socket; s = socket.create_connection(('127.0.0.1', {port})); print(s.recv(4))"
+    );
+    let p = profile("python3", &["-c", &code]);
+    answer.join().expect("server thread");
+    let peer = format!("127.0.0.1:{port}");
+    let got = waited_on(&p, 300);
+    assert!(
+        got.iter().any(|(r, _)| r.kind == ResourceKind::SocketTcp
+            && r.peer.as_deref() == Some(peer.as_str())
+            && r.name == peer),
+        "no wait of 300 ms on {peer}: {got:?}"
+    );
+}
+
+#[test]
+fn an_fsync_writer_waits_on_its_file() {
+    let _g = serial();
+    let exe = common::compile("fsync_writer", &[]);
+    // On disk, not a tmpfs: fsync must wait for the device.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let file = dir.path().join("out.bin");
+    let file_s = file.to_str().expect("utf8");
+    let p = profile(exe.to_str().expect("utf8"), &[file_s, "20"]);
+    let got = waited_on(&p, 1);
+    assert!(
+        got.iter()
+            .any(|(r, _)| r.kind == ResourceKind::File && r.name == file_s),
+        "no wait on {file_s}: {got:?}"
+    );
+    let fsync = p.waits.iter().filter(|w| {
+        let s = &p.samples[w.sample as usize];
+        s.stack
+            .and_then(|l| profmap::sample::waiton::syscall_of_stack(&p, l))
+            .as_deref()
+            == Some("fsync")
+    });
+    assert!(fsync.count() > 0, "no wait in fsync");
+}
+
+#[test]
+fn an_epoll_wait_waits_on_the_epoll_set() {
+    let _g = serial();
+    let p = profile(
+        "python3",
+        &["-c", "import select; e = select.epoll(); e.poll(0.4)"],
+    );
+    let got = waited_on(&p, 300);
+    assert!(
+        got.iter().any(|(r, _)| r.kind == ResourceKind::Epoll),
+        "no wait of 300 ms on an epoll set: {got:?}"
+    );
+}
