@@ -15,6 +15,18 @@ use crate::profile::{Resource, SampledProfile};
 pub struct ResourceUse {
     /// Index into the profile's `resources`.
     pub resource: u32,
+    /// What it is: `file`, `socket_tcp`, `pipe`... (the recording's kind).
+    pub kind: crate::profile::ResourceKind,
+    /// A path, a socket's peer address, or the descriptor's link text.
+    pub name: String,
+    /// A socket's own and peer addresses, when it is one.
+    pub local: Option<String>,
+    pub peer: Option<String>,
+    /// The process that held it.
+    pub pid: i32,
+    /// How many descriptors (connections, opens) of that name the row merges: one per
+    /// connection to the same peer, one per open of the same file.
+    pub descriptors: u64,
     pub intervals: u64,
     /// Summed duration of the intervals (thread time), ms.
     pub blocked_ms: f64,
@@ -47,13 +59,20 @@ pub fn resource_use(p: &SampledProfile) -> Vec<ResourceUse> {
         e.2 = e.2.min(s.time_ns);
         e.3 = e.3.max(end);
     }
-    let mut out: Vec<ResourceUse> = acc
+    let out: Vec<ResourceUse> = acc
         .into_iter()
         .enumerate()
         .filter_map(|(i, e)| {
             let (n, ns, first, last) = e?;
+            let r = p.resources.get(i)?;
             Some(ResourceUse {
                 resource: i as u32,
+                kind: r.kind,
+                name: r.name.clone(),
+                local: r.local.clone(),
+                peer: r.peer.clone(),
+                pid: r.pid,
+                descriptors: 1,
                 intervals: n,
                 blocked_ms: super::steps::ms(ns),
                 first_ms: super::steps::ms(first),
@@ -61,12 +80,42 @@ pub fn resource_use(p: &SampledProfile) -> Vec<ResourceUse> {
             })
         })
         .collect();
+    let mut out = merge_same_name(out);
     out.sort_by(|a, b| {
         b.blocked_ms
             .total_cmp(&a.blocked_ms)
             .then(a.resource.cmp(&b.resource))
     });
     out
+}
+
+/// One row per (process, kind, name): a client's 30 connections to one peer are one
+/// row with 30 descriptors, keyed by the first resource's index.
+fn merge_same_name(rows: Vec<ResourceUse>) -> Vec<ResourceUse> {
+    let mut merged: Vec<ResourceUse> = Vec::new();
+    let mut at: std::collections::HashMap<(i32, crate::profile::ResourceKind, String), usize> =
+        std::collections::HashMap::new();
+    for r in rows {
+        let key = (r.pid, r.kind, r.name.clone());
+        match at.get(&key) {
+            Some(&i) => {
+                let m = &mut merged[i];
+                m.intervals += r.intervals;
+                m.blocked_ms = super::steps::round_ms(m.blocked_ms + r.blocked_ms);
+                m.first_ms = m.first_ms.min(r.first_ms);
+                m.last_ms = m.last_ms.max(r.last_ms);
+                m.descriptors += r.descriptors;
+                if m.local != r.local {
+                    m.local = None;
+                }
+            }
+            None => {
+                at.insert(key, merged.len());
+                merged.push(r);
+            }
+        }
+    }
+    merged
 }
 
 #[cfg(test)]
@@ -157,5 +206,29 @@ mod tests {
     #[test]
     fn no_waits_no_rows() {
         assert!(resource_use(&SampledProfile::default()).is_empty());
+    }
+
+    #[test]
+    fn connections_to_one_peer_are_one_row() {
+        let row = |resource, blocked_ms| ResourceUse {
+            resource,
+            kind: ResourceKind::SocketTcp,
+            name: "127.0.0.1:5432".into(),
+            local: Some(format!("127.0.0.1:{}", 40000 + resource)),
+            peer: Some("127.0.0.1:5432".into()),
+            pid: 7,
+            descriptors: 1,
+            intervals: 2,
+            blocked_ms,
+            first_ms: f64::from(resource),
+            last_ms: f64::from(resource) + 1.0,
+        };
+        let merged = merge_same_name(vec![row(0, 1.5), row(1, 2.25), row(2, 0.25)]);
+        assert_eq!(merged.len(), 1);
+        let m = &merged[0];
+        assert_eq!((m.descriptors, m.intervals), (3, 6));
+        assert!((m.blocked_ms - 4.0).abs() < 1e-9);
+        assert_eq!((m.first_ms, m.last_ms), (0.0, 3.0));
+        assert_eq!(m.local, None, "the local ports differ");
     }
 }

@@ -120,6 +120,11 @@ pub(crate) fn pct(part: u64, total: u64) -> f64 {
     }
 }
 
+/// A sum of millisecond figures, rounded to the microsecond like [`ms`].
+pub(crate) fn round_ms(x: f64) -> f64 {
+    round_to(x, 1e3)
+}
+
 fn round_to(x: f64, scale: f64) -> f64 {
     (x * scale).round() / scale
 }

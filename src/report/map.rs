@@ -133,6 +133,9 @@ pub struct PerformanceMapSection {
     pub critical_path: Option<CriticalPathSummary>,
     /// Sum of all sample weights of all threads, ms; None without a deep profile.
     pub thread_time_ms: Option<f64>,
+    /// What the threads blocked on (files, sockets with their peers, pipes), most
+    /// blocked time first; empty without a deep profile or without kernel stacks.
+    pub resources: Vec<crate::analyse::resources::ResourceUse>,
 }
 
 /// One item of `optimization_hints`: advice backed by a confirmed suspicion.

@@ -62,6 +62,7 @@ pub fn render(map: &PerfMap) -> String {
         render_critical_path(&mut o, cp);
     }
     render_steps(&mut o, &pr.performance_map.steps);
+    render_resources(&mut o, &pr.performance_map.resources);
     render_bottlenecks(&mut o, &pr.top_bottlenecks);
     let _ = writeln!(o, "### Recommendations\n");
     let _ = writeln!(
@@ -264,6 +265,50 @@ fn render_hotspots(o: &mut String, list: &[Hotspot]) {
 }
 
 /// How the shares were made: the critical path's figures.
+/// "Where the waiting goes": the resources the threads blocked on, most first.
+fn render_resources(o: &mut String, rs: &[crate::analyse::resources::ResourceUse]) {
+    if rs.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "### Where the waiting goes\n");
+    let _ = writeln!(
+        o,
+        "What the threads blocked on, by the descriptor of the blocked call (thread time).\n"
+    );
+    let kind = |k: crate::profile::ResourceKind| {
+        serde_json::to_value(k)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    };
+    let rows: Vec<Vec<String>> = rs
+        .iter()
+        .take(15)
+        .map(|r| {
+            vec![
+                kind(r.kind),
+                r.name.clone(),
+                r.pid.to_string(),
+                r.descriptors.to_string(),
+                r.intervals.to_string(),
+                f(r.blocked_ms, 1),
+            ]
+        })
+        .collect();
+    table(
+        o,
+        &[
+            "kind",
+            "resource",
+            "pid",
+            "descriptors",
+            "blocked calls",
+            "blocked ms",
+        ],
+        &rows,
+    );
+}
+
 fn render_critical_path(o: &mut String, cp: &CriticalPathSummary) {
     let _ = writeln!(
         o,

@@ -35,6 +35,7 @@ pub struct DeepView {
     pub thread_wait_breakdown_ms: BTreeMap<String, f64>,
     /// How the shares' denominator was made.
     pub critical_path: CriticalPathSummary,
+    pub resources: Vec<crate::analyse::resources::ResourceUse>,
     /// Sum of all sample weights, ms.
     pub thread_time_ms: f64,
     /// The analysis's warnings.
@@ -53,6 +54,7 @@ impl DeepView {
             wait_breakdown_ms: a.wait_breakdown_ms.clone(),
             thread_wait_breakdown_ms: a.thread_wait_breakdown_ms.clone(),
             critical_path: a.critical_path.clone(),
+            resources: a.resources.clone(),
             thread_time_ms: a.thread_time_ms,
             warnings: a.warnings.clone(),
         }
@@ -233,6 +235,7 @@ pub fn build(
         wait_breakdown_ms: deep.map(|d| d.wait_breakdown_ms.clone()),
         thread_wait_breakdown_ms: deep.map(|d| d.thread_wait_breakdown_ms.clone()),
         critical_path: deep.map(|d| d.critical_path.clone()),
+        resources: deep.map(|d| d.resources.clone()).unwrap_or_default(),
         thread_time_ms: deep.map(|d| d.thread_time_ms),
     };
     let profile_result = ProfileResult {
