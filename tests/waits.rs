@@ -156,3 +156,24 @@ fn an_epoll_wait_waits_on_the_epoll_set() {
         "no wait of 300 ms on an epoll set: {got:?}"
     );
 }
+
+#[test]
+fn a_poll_on_a_socket_kept_on_the_stack_waits_on_the_socket() {
+    let _g = serial();
+    let exe = common::compile("poll_socket", &[]);
+    let p = profile(exe.to_str().expect("utf-8"), &[]);
+    // The parent's five poll waits (~60 ms each) name the socket, read from the pollfd
+    // on its stack; as a socket wait they are network, not an unattributed poll.
+    let polled: Vec<_> = p
+        .waits
+        .iter()
+        .filter(|w| p.samples[w.sample as usize].weight_ns > 20_000_000)
+        .filter_map(|w| w.resource.map(|r| &p.resources[r as usize]))
+        .filter(|r| r.kind == ResourceKind::SocketUnix)
+        .collect();
+    assert!(polled.len() >= 4, "{:?}", p.waits);
+    let a = profmap::analyse::analyse(&p);
+    let network = a.thread_wait_breakdown_ms["network"];
+    let poll = a.thread_wait_breakdown_ms["poll"];
+    assert!(network > 200.0 && poll < 20.0, "network {network}, poll {poll}");
+}

@@ -453,8 +453,12 @@ impl<'a> Builder<'a> {
             .collect();
         let mut cats = Vec::with_capacity(self.p.samples.len());
         let mut leaves = Vec::with_capacity(self.p.samples.len());
-        for s in &self.p.samples {
-            let cat = self.category(s.stack, s.kind);
+        let waited_on = super::resources::resource_of_samples(self.p);
+        for (i, s) in self.p.samples.iter().enumerate() {
+            let cat = super::resources::refine(
+                self.category(s.stack, s.kind),
+                waited_on.get(i).copied().flatten(),
+            );
             let at = self.add_sample(s, cat);
             cats.push(cat);
             leaves.push(at);

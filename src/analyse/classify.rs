@@ -53,6 +53,8 @@ pub enum WaitCategory {
     PageFault,
     /// On-CPU in the kernel faulting in or clearing memory for the program.
     Memory,
+    /// Blocked on a socket whose peer is a database (by its well-known port).
+    Db,
     Other,
 }
 
@@ -79,7 +81,7 @@ pub struct CategoryFacts {
 }
 
 /// One row per category, in the enum's order: adding a category is one row here.
-pub const CATEGORY_FACTS: [CategoryFacts; 13] = {
+pub const CATEGORY_FACTS: [CategoryFacts; 14] = {
     use Classification as C;
     use WaitCategory as W;
     const fn row(
@@ -176,6 +178,13 @@ pub const CATEGORY_FACTS: [CategoryFacts; 13] = {
             "on-CPU in the kernel faulting in or clearing memory",
             C::Memory,
             Rgb(225, 95, 170),
+        ),
+        row(
+            W::Db,
+            "db",
+            "waiting on a database (its socket)",
+            C::IoDb,
+            Rgb(45, 140, 120),
         ),
         row(
             W::Other,
@@ -556,7 +565,8 @@ mod tests {
             W::Poll => 9,
             W::PageFault => 10,
             W::Memory => 11,
-            W::Other => 12,
+            W::Db => 12,
+            W::Other => 13,
         }
     }
 

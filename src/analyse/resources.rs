@@ -3,12 +3,17 @@
 //! how long in all (thread time: two threads blocked on one socket for 1 s count 2 s),
 //! and when it was first and last waited on.
 //!
+//! A wait on a resource also refines its category ([`refine`]): a socket to a database
+//! port is `db` (I/O-DB), an event-loop wait on a socket is `network`.
+//!
 //! Thread time only: which of these waits lay on the critical path is for a later
 //! stage (`critical` knows the path; joining the two is issue 8's next step).
 
 use serde::{Deserialize, Serialize};
 
 use crate::profile::{Resource, SampledProfile};
+
+use super::classify::WaitCategory;
 
 /// The waits on one resource.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -116,6 +121,44 @@ fn merge_same_name(rows: Vec<ResourceUse>) -> Vec<ResourceUse> {
         }
     }
     merged
+}
+
+/// Well-known ports of databases and data stores: a socket whose peer listens on one
+/// is a database (PostgreSQL, MySQL/MariaDB, SQL Server, Oracle, Redis, memcached,
+/// MongoDB, Cassandra, CouchDB, Elasticsearch, ClickHouse).
+const DB_PORTS: &[u16] = &[
+    5432, 3306, 1433, 1521, 6379, 11211, 27017, 9042, 5984, 9200, 9000, 8123,
+];
+
+/// Each sample's resource, for the samples the waits table names.
+pub fn resource_of_samples(p: &SampledProfile) -> Vec<Option<&Resource>> {
+    let mut out = vec![None; p.samples.len()];
+    for w in &p.waits {
+        if let (Some(r), Some(slot)) = (w.resource, out.get_mut(w.sample as usize)) {
+            *slot = p.resources.get(r as usize);
+        }
+    }
+    out
+}
+
+/// A wait's category, refined by what it waited on: a socket whose peer is a database
+/// port is `db`; an event-loop wait (`poll`) or an unattributed one on a socket is
+/// `network`, on a pipe `pipe`. Other categories (and waits with no resource) stay.
+pub fn refine(cat: WaitCategory, resource: Option<&Resource>) -> WaitCategory {
+    use crate::profile::ResourceKind as K;
+    let Some(r) = resource else { return cat };
+    let socket = matches!(r.kind, K::SocketTcp | K::SocketUdp | K::SocketUnix);
+    let db = matches!(r.kind, K::SocketTcp | K::SocketUdp)
+        && r.peer
+            .as_deref()
+            .and_then(|p| p.rsplit(':').next()?.parse::<u16>().ok())
+            .is_some_and(|port| DB_PORTS.contains(&port));
+    match cat {
+        WaitCategory::Network | WaitCategory::Poll | WaitCategory::Other if db => WaitCategory::Db,
+        WaitCategory::Poll | WaitCategory::Other if socket => WaitCategory::Network,
+        WaitCategory::Poll | WaitCategory::Other if r.kind == K::Pipe => WaitCategory::Pipe,
+        c => c,
+    }
 }
 
 #[cfg(test)]
@@ -230,5 +273,42 @@ mod tests {
         assert!((m.blocked_ms - 4.0).abs() < 1e-9);
         assert_eq!((m.first_ms, m.last_ms), (0.0, 3.0));
         assert_eq!(m.local, None, "the local ports differ");
+    }
+
+    fn socket(kind: ResourceKind, peer: &str) -> Resource {
+        Resource {
+            kind,
+            name: peer.into(),
+            local: Some("127.0.0.1:40000".into()),
+            peer: Some(peer.into()),
+            pid: 1,
+        }
+    }
+
+    #[test]
+    fn a_socket_to_a_database_port_is_a_db_wait_and_a_polled_socket_is_network() {
+        let pg = socket(ResourceKind::SocketTcp, "127.0.0.1:5432");
+        let web = socket(ResourceKind::SocketTcp, "[::1]:8080");
+        let pipe = Resource {
+            kind: ResourceKind::Pipe,
+            name: "pipe:[7]".into(),
+            local: None,
+            peer: None,
+            pid: 1,
+        };
+        assert_eq!(refine(WaitCategory::Poll, Some(&pg)), WaitCategory::Db);
+        assert_eq!(refine(WaitCategory::Network, Some(&pg)), WaitCategory::Db);
+        assert_eq!(
+            refine(WaitCategory::Poll, Some(&web)),
+            WaitCategory::Network
+        );
+        assert_eq!(
+            refine(WaitCategory::Network, Some(&web)),
+            WaitCategory::Network
+        );
+        assert_eq!(refine(WaitCategory::Poll, Some(&pipe)), WaitCategory::Pipe);
+        // A lock or a sleep stays what it is; no resource, nothing changes.
+        assert_eq!(refine(WaitCategory::Lock, Some(&pg)), WaitCategory::Lock);
+        assert_eq!(refine(WaitCategory::Poll, None), WaitCategory::Poll);
     }
 }

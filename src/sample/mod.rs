@@ -75,6 +75,10 @@ pub struct RawWait {
     /// `arg0` read as a descriptor of the process and resolved during the run: an index
     /// into `RawProfile::resources`.
     pub resource: Option<u32>,
+    /// When `arg0` points into the copied user stack (a `struct pollfd` array that the
+    /// caller keeps on its stack, as libpq does): the first 4 bytes there, read as a
+    /// descriptor, and the resource it named. Used when the syscall is `poll`/`ppoll`.
+    pub pollfd0: Option<(i32, Option<u32>)>,
 }
 
 /// One memory mapping of a process.

@@ -136,8 +136,18 @@ pub fn attach_waits(p: &mut SampledProfile, raw: &[Option<RawWait>]) {
         let Some(syscall) = s.stack.and_then(|l| syscall_of_stack(p, l)) else {
             continue;
         };
-        let fd = takes_fd_first(&syscall).then_some(w.arg0 as u32 as i32);
-        let resource = w.resource.filter(|_| fd.is_some()).and_then(|r| {
+        // poll/ppoll: the first pollfd's descriptor, when the set was on the stack.
+        let polled = matches!(syscall.as_str(), "poll" | "ppoll")
+            .then_some(w.pollfd0)
+            .flatten();
+        let (fd, raw_resource) = match polled {
+            Some((fd, r)) => (Some(fd), r),
+            None => (
+                takes_fd_first(&syscall).then_some(w.arg0 as u32 as i32),
+                w.resource,
+            ),
+        };
+        let resource = raw_resource.filter(|_| fd.is_some()).and_then(|r| {
             let slot = used.get_mut(r as usize)?;
             if slot.is_none() {
                 *slot = Some(kept.len() as u32);
@@ -231,7 +241,13 @@ mod tests {
             resources: vec![res("unused"), res("pipe:[7]")],
             ..SampledProfile::default()
         };
-        let raw = |arg0, resource| Some(RawWait { arg0, resource });
+        let raw = |arg0, resource| {
+            Some(RawWait {
+                arg0,
+                resource,
+                pollfd0: None,
+            })
+        };
         attach_waits(&mut p, &[raw(4, Some(1)), raw(0x7f00, Some(0)), None]);
         assert_eq!(p.resources, vec![res("pipe:[7]")]);
         assert_eq!(p.waits.len(), 2);

@@ -389,6 +389,7 @@ mod tests {
         let wait = Some(RawWait {
             arg0: 3,
             resource: Some(0),
+            pollfd0: None,
         });
         for (tid, preempted) in [(1, false), (2, true)] {
             m.switch_sample(SwitchSample {

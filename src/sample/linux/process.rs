@@ -473,6 +473,12 @@ impl Processor {
                     Some(arg0) if sleeping => Some(RawWait {
                         arg0,
                         resource: self.fds.resolve(pid, arg0),
+                        pollfd0: stack_i32_at(s, arg0).map(|fd| {
+                            let r = u64::try_from(fd)
+                                .ok()
+                                .and_then(|f| self.fds.resolve(pid, f));
+                            (fd, r)
+                        }),
                     }),
                     _ => None,
                 };
@@ -730,4 +736,20 @@ fn is_anonymous_code(path: &str) -> bool {
         || path.starts_with("/memfd:")
         || path.starts_with("/dev/zero")
         || path.starts_with("[anon")
+}
+
+/// The 4 bytes at user address `addr` when they lie in the sample's copy of the user
+/// stack (copied from SP upwards): how a `struct pollfd` kept on the caller's stack is
+/// read without touching the process.
+fn stack_i32_at(s: &linux_perf_event_reader::SampleRecord, addr: u64) -> Option<i32> {
+    let sp = s.user_regs.as_ref()?.get(REG_SP)?;
+    let (data, dyn_size) = s.user_stack.as_ref()?;
+    let off = usize::try_from(addr.checked_sub(sp)?).ok()?;
+    let len = (*dyn_size as usize).min(data.len());
+    if off.checked_add(4)? > len {
+        return None;
+    }
+    let bytes = data.as_slice();
+    let b: [u8; 4] = bytes.get(off..off + 4)?.try_into().ok()?;
+    Some(i32::from_le_bytes(b))
 }
