@@ -175,5 +175,8 @@ fn a_poll_on_a_socket_kept_on_the_stack_waits_on_the_socket() {
     let a = profmap::analyse::analyse(&p);
     let network = a.thread_wait_breakdown_ms["network"];
     let poll = a.thread_wait_breakdown_ms["poll"];
-    assert!(network > 200.0 && poll < 20.0, "network {network}, poll {poll}");
+    assert!(
+        network > 200.0 && poll < 20.0,
+        "network {network}, poll {poll}"
+    );
 }
