@@ -118,6 +118,16 @@ pub fn summary_table(map: &PerfMap, report_path: &str) -> String {
             b.description
         ));
     }
+    if let Some(r) = map.result().performance_map.resources.first() {
+        out.push_str(&format!(
+            "waited on most: {} ({} blocked call{}, {} ms, pid {})\n",
+            r.name,
+            r.intervals,
+            if r.intervals == 1 { "" } else { "s" },
+            r.blocked_ms,
+            r.pid
+        ));
+    }
     for w in map.quality.headline_texts() {
         out.push_str(&format!("warning: {w}\n"));
     }
