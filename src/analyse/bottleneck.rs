@@ -30,8 +30,13 @@ pub const MAX_BOTTLENECKS: usize = 3;
 pub struct Bottleneck {
     /// The id of the step that shows it (or of the nearest step above it).
     pub step: String,
-    /// The function (or, for a thread's stack-less time, the thread).
+    /// The function (or, for a thread's stack-less time, the thread): the user's own
+    /// code nearest to the time (see `ownframe`).
     pub function: String,
+    /// When the time sits in library, runtime or kernel code below `function`: that
+    /// code's function (`clock_nanosleep`, `__GI___poll`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_function: Option<String>,
     /// file:line when known.
     pub location: Option<String>,
     /// Binary or shared object, when known.
@@ -186,7 +191,18 @@ fn describe(
     let cats = categories(&c.waits);
     let (top_cat, top_ns) = cats.first().copied().unwrap_or((WaitCategory::Cpu, 0));
     let share = pct(c.self_crit_ns, total);
-    let name = if is_fn {
+    // Time in library or kernel code is named at the user's own caller.
+    let owner = is_fn
+        .then(|| &p.frames[id as usize])
+        .filter(|f| super::ownframe::is_system(f))
+        .and_then(|_| super::ownframe::own_caller(p, tree, c.best));
+    let name = if let Some(o) = owner {
+        let (of, f) = (&p.frames[o as usize], &p.frames[id as usize]);
+        match of.location() {
+            Some(l) => format!("{} ({l}) in {}", of.function, f.function),
+            None => format!("{} in {}", of.function, f.function),
+        }
+    } else if is_fn {
         let f = &p.frames[id as usize];
         let inlined = match best.label {
             NodeLabel::Function { frame } if frame != id => Some(&p.frames[frame as usize]),
@@ -266,13 +282,14 @@ fn describe(
         ));
     }
     let (function, location, module) = if is_fn {
-        let f = &p.frames[id as usize];
+        let f = &p.frames[owner.unwrap_or(id) as usize];
         (f.function.clone(), f.location(), f.module.clone())
     } else {
         (best.name.clone(), None, None)
     };
     Bottleneck {
         step,
+        in_function: owner.map(|_| p.frames[id as usize].function.clone()),
         function,
         location,
         module,

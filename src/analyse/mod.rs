@@ -23,6 +23,7 @@ pub mod calltree;
 pub mod classify;
 pub mod critical;
 pub mod hotspots;
+mod ownframe;
 pub mod resources;
 mod spread;
 pub mod steps;

@@ -56,6 +56,7 @@ pub(crate) fn spread_steps(
         out.push(Bottleneck {
             step: step.id.clone(),
             function: step.function.clone(),
+            in_function: None,
             location: None,
             module: None,
             class: step.classification,

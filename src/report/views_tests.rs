@@ -42,6 +42,7 @@ fn map(rec: &Recording) -> PerfMap {
     pr.top_bottlenecks.push(Bottleneck {
         step: "1.2".into(),
         function: "hot_fn".into(),
+        in_function: None,
         location: None,
         module: None,
         class: Classification::Lock,

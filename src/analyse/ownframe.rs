@@ -1,0 +1,93 @@
+//! Where the user can act: a bottleneck whose time sits in library, runtime or kernel
+//! code (glibc's `poll`, Rust's `std::thread::sleep`, the kernel) is named at the
+//! program's own frame nearest to it — the caller in the user's code — with the library
+//! function kept as the detail ("main (demo.rs:20) in clock_nanosleep").
+//!
+//! "Library" here is the system's C and C++ runtimes, the dynamic loader, the vDSO,
+//! the kernel and Rust's standard library; anything else (the program, its own shared
+//! objects, an interpreter's code until Python frames exist) is the user's.
+
+use crate::profile::{Frame, FrameKind, SampledProfile};
+
+use super::calltree::{CallTree, NodeLabel, is_plumbing};
+
+/// Module name prefixes of the system's runtimes.
+const SYSTEM_MODULES: &[&str] = &[
+    "libc.so",
+    "libc-",
+    "ld-linux",
+    "ld64.so",
+    "libpthread",
+    "libstdc++",
+    "libgcc_s",
+    "libm.so",
+    "libdl",
+    "librt",
+    "[vdso]",
+    "linux-vdso",
+    "[kernel]",
+];
+
+/// Function name prefixes of Rust's standard library.
+const RUNTIME_FUNCTIONS: &[&str] = &[
+    "std::", "core::", "alloc::", "<std::", "<core::", "<alloc::",
+];
+
+/// True for a frame of the system's runtimes, Rust's standard library or the kernel.
+pub fn is_system(f: &Frame) -> bool {
+    f.kind == FrameKind::Kernel
+        || f.module
+            .as_deref()
+            .is_some_and(|m| SYSTEM_MODULES.iter().any(|s| m.starts_with(s)))
+        || RUNTIME_FUNCTIONS.iter().any(|s| f.function.starts_with(s))
+        || f.file.as_deref().is_some_and(|p| p.starts_with("/rustc/"))
+}
+
+/// The nearest caller of `node` (a function node) that is the user's own code, if any.
+pub fn own_caller(p: &SampledProfile, tree: &CallTree, node: usize) -> Option<u32> {
+    let mut cur = tree.nodes.get(node)?.parent;
+    while let Some(i) = cur {
+        let NodeLabel::Function { frame } = tree.nodes[i].label else {
+            return None;
+        };
+        let f = p.frames.get(frame as usize)?;
+        if !is_system(f) && !is_plumbing(&f.function) {
+            return Some(frame);
+        }
+        cur = tree.nodes[i].parent;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(function: &str, module: &str, file: Option<&str>) -> Frame {
+        Frame {
+            function: function.into(),
+            module: Some(module.into()),
+            file: file.map(str::to_string),
+            line: None,
+            kind: FrameKind::User,
+            inlined: false,
+        }
+    }
+
+    #[test]
+    fn runtimes_and_the_kernel_are_system_code_the_program_is_not() {
+        assert!(is_system(&frame("__GI___poll", "libc.so.6", None)));
+        assert!(is_system(&frame("std::thread::sleep", "demo", None)));
+        assert!(is_system(&frame(
+            "lt",
+            "demo",
+            Some("/rustc/abc/library/core/src/cmp.rs")
+        )));
+        assert!(!is_system(&frame(
+            "compute",
+            "demo",
+            Some("examples/demo.rs")
+        )));
+        assert!(!is_system(&frame("PQexec", "libpq.so.5", None)));
+    }
+}
