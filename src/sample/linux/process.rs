@@ -33,7 +33,7 @@ use perf_event_open_sys::bindings as b;
 
 use super::fdres::Resolver;
 use super::offcpu::{self, OffCpu};
-use super::sys::{OwnedRecord, REG_BP, REG_DI, REG_IP, REG_SP};
+use super::sys::{OwnedRecord, REG_BP, REG_DI, REG_IP, REG_SI, REG_SP};
 use super::unwind::{self, ElfCache, ProcUnwinder};
 use crate::profile::{SampleKind, WaitState};
 use crate::sample::{
@@ -473,7 +473,7 @@ impl Processor {
                     Some(arg0) if sleeping => Some(RawWait {
                         arg0,
                         resource: self.fds.resolve(pid, arg0),
-                        pollfd0: stack_i32_at(s, arg0).map(|fd| {
+                        pollfd0: first_pollfd(s, arg0).map(|fd| {
                             let r = u64::try_from(fd)
                                 .ok()
                                 .and_then(|f| self.fds.resolve(pid, f));
@@ -738,11 +738,17 @@ fn is_anonymous_code(path: &str) -> bool {
         || path.starts_with("[anon")
 }
 
-/// The 4 bytes at user address `addr` when they lie in the sample's copy of the user
-/// stack (copied from SP upwards): how a `struct pollfd` kept on the caller's stack is
-/// read without touching the process.
-fn stack_i32_at(s: &linux_perf_event_reader::SampleRecord, addr: u64) -> Option<i32> {
-    let sp = s.user_regs.as_ref()?.get(REG_SP)?;
+/// The descriptor of the first `struct pollfd` of a `poll(fds, nfds, …)` whose set the
+/// caller keeps on its stack (libpq does): read from the sample's copy of the user
+/// stack (copied from SP upwards), without touching the process. Only when the second
+/// argument looks like a set's size (1–64), so the pointer arguments of other blocking
+/// calls (a `nanosleep` timespec, a futex word on the stack) cost no descriptor look-up.
+fn first_pollfd(s: &linux_perf_event_reader::SampleRecord, addr: u64) -> Option<i32> {
+    let regs = s.user_regs.as_ref()?;
+    if !(1..=64).contains(&regs.get(REG_SI)?) {
+        return None;
+    }
+    let sp = regs.get(REG_SP)?;
     let (data, dyn_size) = s.user_stack.as_ref()?;
     let off = usize::try_from(addr.checked_sub(sp)?).ok()?;
     let len = (*dyn_size as usize).min(data.len());
