@@ -111,10 +111,6 @@ impl CallNode {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallTree {
     pub nodes: Vec<CallNode>,
-    /// Time spent waiting for work that was profiled itself ([`CallTree::explained`]):
-    /// that work's own samples already account for it, so it is left out of the
-    /// session total that shares are taken of (see [`CallTree::total_wall_ns`]).
-    pub explained_wait_ns: u64,
     /// Processes (group representatives) with at least one child process that has
     /// samples.
     pub parents_of_profiled: HashSet<i32>,
@@ -342,12 +338,6 @@ impl CallTree {
     pub fn explained(&self, pid: i32) -> &'static [WaitCategory] {
         explained_categories(self.has_profiled_child(pid))
     }
-
-    /// The part of `waits` (of a node of process `pid`) that [`CallTree::explained`]
-    /// leaves out.
-    pub fn explained_ns(&self, pid: i32, waits: &[u64; WaitCategory::ALL.len()]) -> u64 {
-        self.explained(pid).iter().map(|c| waits[c.index()]).sum()
-    }
 }
 
 struct Builder<'a> {
@@ -477,22 +467,14 @@ impl<'a> Builder<'a> {
                 CriticalModel::ThreadTime
             }
         };
-        let mut tree = CallTree {
+        CallTree {
             nodes: self.nodes,
-            explained_wait_ns: 0,
             parents_of_profiled,
             groups: self.groups,
             critical,
             sample_categories: cats,
             sample_nodes: leaves,
-        };
-        tree.explained_wait_ns = tree.nodes[0]
-            .children
-            .iter()
-            .map(|&c| &tree.nodes[c])
-            .map(|n| tree.explained_ns(n.pid, &n.waits_ns))
-            .sum();
-        tree
+        }
     }
 
     /// Add one sample's thread time along its stack; returns its deepest node.
