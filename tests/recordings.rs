@@ -120,6 +120,8 @@ fn apply(rec: &mut Recording, d: &Damage) {
                     local: None,
                     peer: None,
                     pid: 1,
+                    service: None,
+                    peer_local: None,
                 });
             }
             s.waits.push(WaitOn {

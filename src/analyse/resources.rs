@@ -38,6 +38,66 @@ pub struct ResourceUse {
     /// Start of the first interval and end of the last, ms since the run's start.
     pub first_ms: f64,
     pub last_ms: f64,
+    /// What it is to the run: a file, a database, a service on this host, an external
+    /// peer, a pipe...
+    pub role: ResourceRole,
+    /// The process behind a peer on this host and its port or path (`postgres:5432`).
+    pub service: Option<String>,
+    /// Whether a socket's peer is on this host; None when unknown or not a socket.
+    pub peer_local: Option<bool>,
+    /// What the connection speaks, recognised from its first bytes.
+    pub protocol: Option<crate::profile::Protocol>,
+    /// Socket traffic from the socket tracepoints (None when not recorded, or not a
+    /// socket): calls that moved data, bytes each way, request→response turns, and
+    /// connections the tree opened to it.
+    pub calls: Option<u64>,
+    pub bytes_sent: Option<u64>,
+    pub bytes_received: Option<u64>,
+    pub round_trips: Option<u64>,
+    pub connections: Option<u64>,
+    /// Of `blocked_ms`, the time on the critical path, ms; None without one.
+    pub critical_ms: Option<f64>,
+}
+
+/// One resource a step waited on (schema `$defs/step.resources`): the waits inside the
+/// step's subtree, and the round trips made from it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepResource {
+    pub kind: crate::profile::ResourceKind,
+    pub role: ResourceRole,
+    /// As in [`ResourceUse::name`]; a service's name where known (`postgres:5432`).
+    pub name: String,
+    /// Off-CPU intervals on it inside the step, and their summed (thread) time, ms.
+    pub intervals: u64,
+    pub blocked_ms: f64,
+    /// Of that, the time on the critical path, ms; None without one.
+    pub critical_ms: Option<f64>,
+    /// Request→response turns whose reply was read inside the step; None when socket
+    /// traffic was not recorded.
+    pub round_trips: Option<u64>,
+    /// Connections to it opened inside the step; None when not recorded.
+    pub connections: Option<u64>,
+}
+
+/// What a resource is to the run, for the classification and the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResourceRole {
+    /// A regular file or a block device.
+    File,
+    /// A database (by protocol, port or the process behind it).
+    Database,
+    /// A peer on this host that is not a database (`python3:8081`).
+    Service,
+    /// A peer on another host.
+    External,
+    /// A listening socket: waiting on it is waiting for clients.
+    Listener,
+    Pipe,
+    /// A device node (`/dev/...`).
+    Device,
+    /// eventfd, timerfd, epoll, an unresolved socket...
+    Other,
 }
 
 impl ResourceUse {
@@ -82,6 +142,16 @@ pub fn resource_use(p: &SampledProfile) -> Vec<ResourceUse> {
                 blocked_ms: super::steps::ms(ns),
                 first_ms: super::steps::ms(first),
                 last_ms: super::steps::ms(last),
+                role: ResourceRole::Other,
+                service: r.service.clone(),
+                peer_local: r.peer_local,
+                protocol: None,
+                calls: None,
+                bytes_sent: None,
+                bytes_received: None,
+                round_trips: None,
+                connections: None,
+                critical_ms: None,
             })
         })
         .collect();
@@ -189,6 +259,8 @@ mod tests {
             local: None,
             peer: Some(name.into()),
             pid: 1,
+            service: None,
+            peer_local: None,
         }
     }
 
@@ -265,6 +337,16 @@ mod tests {
             blocked_ms,
             first_ms: f64::from(resource),
             last_ms: f64::from(resource) + 1.0,
+            role: ResourceRole::Database,
+            service: None,
+            peer_local: None,
+            protocol: None,
+            calls: None,
+            bytes_sent: None,
+            bytes_received: None,
+            round_trips: None,
+            connections: None,
+            critical_ms: None,
         };
         let merged = merge_same_name(vec![row(0, 1.5), row(1, 2.25), row(2, 0.25)]);
         assert_eq!(merged.len(), 1);
@@ -282,6 +364,8 @@ mod tests {
             local: Some("127.0.0.1:40000".into()),
             peer: Some(peer.into()),
             pid: 1,
+            service: None,
+            peer_local: None,
         }
     }
 
@@ -295,6 +379,8 @@ mod tests {
             local: None,
             peer: None,
             pid: 1,
+            service: None,
+            peer_local: None,
         };
         assert_eq!(refine(WaitCategory::Poll, Some(&pg)), WaitCategory::Db);
         assert_eq!(refine(WaitCategory::Network, Some(&pg)), WaitCategory::Db);

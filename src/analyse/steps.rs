@@ -92,6 +92,10 @@ pub struct Step {
     pub classification: Classification,
     /// Inclusive wall time per category (only the categories that occurred).
     pub wait_breakdown_ms: BTreeMap<String, f64>,
+    /// What its threads waited on inside it (inclusive), most blocked first: files,
+    /// databases, services with their round trips and connections.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<super::resources::StepResource>,
     /// Deeper frames were cut at the depth limit and folded into this step.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
@@ -233,6 +237,7 @@ impl<'a> StepBuilder<'a> {
             step_type: StepType::Unknown,
             classification: self.classes.dominant(&waits, n.pid),
             wait_breakdown_ms: breakdown(&waits),
+            resources: Vec::new(),
             truncated: false,
             children: Vec::new(),
         }
@@ -327,6 +332,7 @@ impl<'a> StepBuilder<'a> {
             step_type,
             classification: self.classes.dominant(&n.crit_waits_ns, n.pid),
             wait_breakdown_ms: breakdown(&n.crit_waits_ns),
+            resources: Vec::new(),
             truncated: false,
             children: Vec::new(),
         };
@@ -379,6 +385,7 @@ impl<'a> StepBuilder<'a> {
             step_type: StepType::FunctionCall,
             classification: self.classes.dominant(&waits, pid),
             wait_breakdown_ms: breakdown(&waits),
+            resources: Vec::new(),
             truncated: false,
             children: Vec::new(),
         }

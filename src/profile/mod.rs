@@ -24,8 +24,9 @@ pub mod validate;
 pub use baseline::{Baseline, BusyProcess, ExitStatus, MachineLoad, RunMeasurement, TimelinePoint};
 pub use io::{read_recording, write_recording};
 pub use sampled::{
-    Frame, FrameKind, ProcessInfo, Resource, ResourceKind, SampleKind, SampleQuality,
-    SampledProfile, StackNode, ThreadInfo, ThreadSample, WaitOn, WaitState, Waker,
+    FileReads, Frame, FrameKind, MAX_TURNS_PER_SOCKET, ProcessInfo, Protocol, Resource,
+    ResourceKind, SampleKind, SampleQuality, SampledProfile, SocketTraffic, StackNode, ThreadInfo,
+    ThreadSample, Turn, WaitOn, WaitState, Waker,
 };
 pub use source::MAX_JSON_BYTES;
 

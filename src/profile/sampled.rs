@@ -31,6 +31,97 @@ pub struct SampledProfile {
     /// sample index, ascending (a side table: most samples have none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waits: Vec<WaitOn>,
+    /// True when the sampler recorded socket traffic (`sock:sock_send_length` /
+    /// `sock_recv_length`): an empty `sockets` then means no socket I/O, not "unknown".
+    #[serde(default)]
+    pub sockets_recorded: bool,
+    /// Traffic per socket descriptor of the tree, from the socket tracepoints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sockets: Vec<SocketTraffic>,
+    /// True when page-cache reads were recorded (`filemap:mm_filemap_get_pages`).
+    #[serde(default)]
+    pub file_reads_recorded: bool,
+    /// Page-cache reads per (process, file), from `filemap:mm_filemap_get_pages`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub file_reads: Vec<FileReads>,
+}
+
+/// What a connection speaks, recognised from its first bytes.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocol {
+    /// HTTP/1.x (a request line or a status line).
+    Http,
+    /// The HTTP/2 connection preface.
+    Http2,
+    /// A TLS ClientHello: the peer is known, the content is not.
+    Tls,
+    Postgres,
+    Mysql,
+    Redis,
+    Mongodb,
+}
+
+/// One request→response turn: the first read of a reply after the request's writes.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+pub struct Turn {
+    /// The thread that read the reply.
+    pub tid: i32,
+    /// When the reply's first read returned, ns since the run's start.
+    pub time_ns: u64,
+}
+
+/// The traffic of one socket descriptor of one process over the run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SocketTraffic {
+    pub pid: i32,
+    pub fd: i32,
+    /// Index into `resources`: the descriptor resolved at its first use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<u32>,
+    /// Calls that moved data (return value > 0), and the bytes they moved.
+    pub sends: u64,
+    pub recvs: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Request→response turns: changes from the socket's first direction to the other
+    /// (a client's writes then the reply's reads; a server's reads then its writes).
+    pub round_trips: u64,
+    /// Whether the tree opened this connection during the run (`connect` seen).
+    pub connected: bool,
+    /// Whether the tree sent first on it (a client), as opposed to reading first.
+    pub sent_first: bool,
+    /// First and last traffic, ns since the run's start.
+    pub first_ns: u64,
+    pub last_ns: u64,
+    /// What it speaks, when its first bytes were read and recognised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<Protocol>,
+    /// Each round trip's time and thread, in time order (at most
+    /// `MAX_TURNS_PER_SOCKET`; `round_trips` counts them all).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<Turn>,
+}
+
+/// Turns kept per socket in a recording (the count goes on past it).
+pub const MAX_TURNS_PER_SOCKET: usize = 4096;
+
+/// Page-cache reads of one file by one process.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FileReads {
+    pub pid: i32,
+    /// The file's path, resolved while the process held it open; None when it was
+    /// closed before it could be looked up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub dev: u32,
+    pub ino: u64,
+    /// Read calls that reached the page cache.
+    pub calls: u64,
+    /// Pages those calls asked for, summed.
+    pub pages_read: u64,
+    /// Highest page index asked for, plus one: the extent read at least once.
+    pub extent_pages: u64,
 }
 
 /// What a resource is, from the descriptor's `/proc/PID/fd` link.
@@ -64,6 +155,14 @@ pub struct Resource {
     pub peer: Option<String>,
     /// The process that held the descriptor.
     pub pid: i32,
+    /// For a socket whose peer is on this host: the process behind it and the port or
+    /// path it listens on (`postgres:5432`, `python3:8081`, `postgres:/tmp/.s.PGSQL.5432`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+    /// For a socket: whether the peer is on this host (loopback, one of its
+    /// addresses, a Unix socket); None when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_local: Option<bool>,
 }
 
 /// The blocked syscall of one off-CPU sample: its first argument and, when that is a

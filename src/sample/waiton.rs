@@ -229,6 +229,8 @@ mod tests {
             local: None,
             peer: None,
             pid: 1,
+            service: None,
+            peer_local: None,
         };
         let mut p = SampledProfile {
             frames: vec![

@@ -133,6 +133,10 @@ pub fn symbolize(raw: &RawProfile) -> SampledProfile {
         samples,
         quality,
         wakers_recorded: raw.wakers_recorded,
+        sockets_recorded: false,
+        sockets: Vec::new(),
+        file_reads_recorded: false,
+        file_reads: Vec::new(),
         resources: raw.resources.clone(),
         waits: Vec::new(),
     };

@@ -165,6 +165,8 @@ pub(crate) fn describe_link(pid: i32, fd: i32, link: &str) -> Resource {
         local: None,
         peer: None,
         pid,
+        service: None,
+        peer_local: None,
     }
 }
 
@@ -200,6 +202,8 @@ fn find_socket(pid: i32, inode: u64) -> Option<Resource> {
         local: path,
         peer: None,
         pid,
+        service: None,
+        peer_local: None,
     })
 }
 
@@ -211,6 +215,8 @@ fn inet_resource(pid: i32, kind: ResourceKind, local: String, peer: Option<Strin
         local: Some(local),
         peer,
         pid,
+        service: None,
+        peer_local: None,
     }
 }
 
