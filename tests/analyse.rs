@@ -335,7 +335,7 @@ fn three_way_split_gives_three_children_and_cpu() {
     );
     assert!(close(a.wait_breakdown_ms["cpu"], 100.0));
     assert!(close(a.wait_breakdown_ms["sleep"], 0.0));
-    assert_eq!(a.wait_breakdown_ms.len(), 14);
+    assert_eq!(a.wait_breakdown_ms.len(), 16);
 }
 
 #[test]

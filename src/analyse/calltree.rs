@@ -30,6 +30,7 @@ use crate::profile::{FrameKind, SampleKind, SampledProfile, ThreadSample};
 
 use super::classify::{WaitCategory, categorize};
 use super::critical;
+use super::waited;
 
 /// What a node stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -122,6 +123,13 @@ pub struct CallTree {
     pub sample_categories: Vec<WaitCategory>,
     /// Each sample's deepest node.
     pub sample_nodes: Vec<usize>,
+    /// What each sample waited on (index into `resources`; see `waited`).
+    pub sample_resources: Vec<Option<u32>>,
+    /// Critical-path time charged to each sample, ns (its whole weight when waits
+    /// are not followed; see `CriticalModel`).
+    pub sample_crit_ns: Vec<u64>,
+    /// Each resource's role and protocol.
+    pub roles: waited::Roles,
 }
 
 /// Where the `crit_ns` figures of a [`CallTree`] come from.
@@ -441,20 +449,30 @@ impl<'a> Builder<'a> {
             .filter_map(|c| c.ppid)
             .map(|pp| self.groups.group_of(pp))
             .collect();
-        let mut cats = Vec::with_capacity(self.p.samples.len());
+        let mut cats: Vec<WaitCategory> = (0..self.p.samples.len())
+            .map(|i| {
+                let s = &self.p.samples[i];
+                self.category(s.stack, s.kind)
+            })
+            .collect();
         let mut leaves = Vec::with_capacity(self.p.samples.len());
-        let waited_on = super::resources::resource_of_samples(self.p);
+        let resources = waited::sample_resources(self.p, &cats);
+        let roles = waited::Roles::of(self.p);
         for (i, s) in self.p.samples.iter().enumerate() {
-            let cat = super::resources::refine(
-                self.category(s.stack, s.kind),
-                waited_on.get(i).copied().flatten(),
-            );
-            let at = self.add_sample(s, cat);
-            cats.push(cat);
-            leaves.push(at);
+            let cat = waited::category(self.p, i, cats[i], resources[i], &roles);
+            cats[i] = cat;
+            leaves.push(self.add_sample(s, cat));
         }
+        let mut sample_crit_ns = vec![0u64; self.p.samples.len()];
         let critical = match critical::critical_path(self.p, &|i| cats[i]) {
-            Some(cp) => self.add_critical_path(&cp, &cats, &leaves),
+            Some(cp) => {
+                for c in &cp.credits {
+                    if let Some(x) = sample_crit_ns.get_mut(c.sample) {
+                        *x += c.ns;
+                    }
+                }
+                self.add_critical_path(&cp, &cats, &leaves)
+            }
             None => {
                 for (i, s) in self.p.samples.iter().enumerate() {
                     let explained = explained_categories(
@@ -462,6 +480,7 @@ impl<'a> Builder<'a> {
                     );
                     if !explained.contains(&cats[i]) {
                         self.add_crit(leaves[i], s.weight_ns, cats[i]);
+                        sample_crit_ns[i] = s.weight_ns;
                     }
                 }
                 CriticalModel::ThreadTime
@@ -474,6 +493,9 @@ impl<'a> Builder<'a> {
             critical,
             sample_categories: cats,
             sample_nodes: leaves,
+            sample_resources: resources,
+            sample_crit_ns,
+            roles,
         }
     }
 

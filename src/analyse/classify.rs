@@ -53,8 +53,13 @@ pub enum WaitCategory {
     PageFault,
     /// On-CPU in the kernel faulting in or clearing memory for the program.
     Memory,
-    /// Blocked on a socket whose peer is a database (by its well-known port).
+    /// Blocked on a socket whose peer is a database (by protocol, port or process).
     Db,
+    /// Blocked on a socket whose peer is on another host.
+    External,
+    /// Waiting for work that comes from outside the run or never came: accept on a
+    /// listening socket, an event loop woken by nothing the run did.
+    Idle,
     Other,
 }
 
@@ -81,7 +86,7 @@ pub struct CategoryFacts {
 }
 
 /// One row per category, in the enum's order: adding a category is one row here.
-pub const CATEGORY_FACTS: [CategoryFacts; 14] = {
+pub const CATEGORY_FACTS: [CategoryFacts; 16] = {
     use Classification as C;
     use WaitCategory as W;
     const fn row(
@@ -185,6 +190,20 @@ pub const CATEGORY_FACTS: [CategoryFacts; 14] = {
             "waiting on a database (its socket)",
             C::IoDb,
             Rgb(45, 140, 120),
+        ),
+        row(
+            W::External,
+            "external",
+            "waiting on a peer on another host",
+            C::External,
+            Rgb(60, 90, 170),
+        ),
+        row(
+            W::Idle,
+            "idle",
+            "idle: waiting for clients or events from outside the run",
+            C::Idle,
+            Rgb(185, 205, 225),
         ),
         row(
             W::Other,
@@ -566,7 +585,9 @@ mod tests {
             W::PageFault => 10,
             W::Memory => 11,
             W::Db => 12,
-            W::Other => 13,
+            W::External => 13,
+            W::Idle => 14,
+            W::Other => 15,
         }
     }
 

@@ -25,8 +25,11 @@ pub mod critical;
 pub mod hotspots;
 mod ownframe;
 pub mod resources;
+pub mod roles;
 mod spread;
+mod stepres;
 pub mod steps;
+pub mod waited;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -131,6 +134,8 @@ pub struct Analysis {
     pub thread_wait_breakdown_ms: BTreeMap<String, f64>,
     /// Time blocked per resource (file, socket, pipe...), most first (`resources`).
     pub resources: Vec<resources::ResourceUse>,
+    /// Round trips of the run's clients to HTTP services and databases.
+    pub round_trips: resources::RoundTrips,
     /// What makes the analysis less certain.
     pub warnings: Vec<String>,
 }
@@ -337,8 +342,10 @@ pub fn analyse(p: &SampledProfile) -> Analysis {
     let tree = CallTree::build(p);
     let classes = Classes::new(p, &tree);
     let mut builder = steps::StepBuilder::new(p, &tree, &classes);
-    let steps = builder.build();
+    let mut steps = builder.build();
     let refs = std::mem::take(&mut builder.refs);
+    let resources = resources::resource_use(p, &tree);
+    stepres::fill(p, &tree, &refs, &resources, &mut steps);
     let hotspots = hotspots::hotspots(p, &tree);
 
     // Session class: per process, with its own child resolution, from the
@@ -426,6 +433,7 @@ pub fn analyse(p: &SampledProfile) -> Analysis {
         _ => {}
     }
 
+    let round_trips = resources::round_trips(p, &tree.roles);
     Analysis {
         total_wall_ms: steps::ms(tree.total_wall_ns()),
         thread_time_ms: steps::ms(root.wall_ns),
@@ -439,7 +447,8 @@ pub fn analyse(p: &SampledProfile) -> Analysis {
         top_bottlenecks,
         wait_breakdown_ms,
         thread_wait_breakdown_ms,
-        resources: resources::resource_use(p),
+        round_trips,
+        resources,
         warnings,
     }
 }

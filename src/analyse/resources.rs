@@ -1,19 +1,17 @@
-//! Time blocked per resource: for each file, socket, pipe... that off-CPU intervals
-//! waited on (the recording's `waits` table, see `sample::waiton`), how many intervals,
-//! how long in all (thread time: two threads blocked on one socket for 1 s count 2 s),
-//! and when it was first and last waited on.
+//! What the run waited on, per resource: for each file, socket, pipe... the off-CPU
+//! intervals on it (the samples `waited` attributed to it), how long in all (thread
+//! time: two threads blocked on one socket for 1 s count 2 s) and how much of that lay
+//! on the critical path, when it was first and last waited on, and — for sockets, from
+//! the socket tracepoints — calls, bytes, request→response round trips and the
+//! connections the tree opened. Rows of one process to one name (30 connections to
+//! one peer, three opens of one file) are merged.
 //!
-//! A wait on a resource also refines its category ([`refine`]): a socket to a database
-//! port is `db` (I/O-DB), an event-loop wait on a socket is `network`.
-//!
-//! Thread time only: which of these waits lay on the critical path is for a later
-//! stage (`critical` knows the path; joining the two is issue 8's next step).
+//! A resource's role (database, service, external, file...) is `roles`'s; the name
+//! shown is the service behind a local peer when known (`postgres:5432`).
 
 use serde::{Deserialize, Serialize};
 
 use crate::profile::{Resource, SampledProfile};
-
-use super::classify::WaitCategory;
 
 /// The waits on one resource.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -107,51 +105,66 @@ impl ResourceUse {
     }
 }
 
-/// Every resource waited on, most blocked time first (ties: by index).
-pub fn resource_use(p: &SampledProfile) -> Vec<ResourceUse> {
-    let mut acc: Vec<Option<(u64, u64, u64, u64)>> = vec![None; p.resources.len()];
-    for w in &p.waits {
-        let (Some(r), Some(s)) = (w.resource, p.samples.get(w.sample as usize)) else {
+/// Every resource waited on or talked to, most blocked time first (ties: by index).
+pub fn resource_use(p: &SampledProfile, tree: &super::calltree::CallTree) -> Vec<ResourceUse> {
+    let critical = !matches!(tree.critical, super::calltree::CriticalModel::ThreadTime);
+    let mut acc: Vec<Option<Acc>> = vec![None; p.resources.len()];
+    for (i, s) in p.samples.iter().enumerate() {
+        let Some(r) = tree.sample_resources.get(i).copied().flatten() else {
             continue;
         };
         let Some(slot) = acc.get_mut(r as usize) else {
             continue;
         };
         let end = s.time_ns.saturating_add(s.weight_ns);
-        let e = slot.get_or_insert((0, 0, s.time_ns, end));
-        e.0 += 1;
-        e.1 = e.1.saturating_add(s.weight_ns);
-        e.2 = e.2.min(s.time_ns);
-        e.3 = e.3.max(end);
+        let e = slot.get_or_insert_with(|| Acc::starting(s.time_ns, end));
+        e.intervals += 1;
+        e.blocked_ns = e.blocked_ns.saturating_add(s.weight_ns);
+        e.crit_ns = e
+            .crit_ns
+            .saturating_add(tree.sample_crit_ns.get(i).copied().unwrap_or(0));
+        e.first = e.first.min(s.time_ns);
+        e.last = e.last.max(end);
+    }
+    for t in &p.sockets {
+        let Some(slot) = t.resource.and_then(|r| acc.get_mut(r as usize)) else {
+            continue;
+        };
+        let e = slot.get_or_insert_with(|| Acc::starting(t.first_ns, t.last_ns));
+        e.traffic.add(t);
     }
     let out: Vec<ResourceUse> = acc
         .into_iter()
         .enumerate()
         .filter_map(|(i, e)| {
-            let (n, ns, first, last) = e?;
+            let e = e?;
             let r = p.resources.get(i)?;
+            let traffic = p.sockets_recorded && is_socket(r.kind);
             Some(ResourceUse {
                 resource: i as u32,
                 kind: r.kind,
-                name: r.name.clone(),
+                name: r.service.clone().unwrap_or_else(|| r.name.clone()),
                 local: r.local.clone(),
                 peer: r.peer.clone(),
                 pid: r.pid,
                 descriptors: 1,
-                intervals: n,
-                blocked_ms: super::steps::ms(ns),
-                first_ms: super::steps::ms(first),
-                last_ms: super::steps::ms(last),
-                role: ResourceRole::Other,
+                intervals: e.intervals,
+                blocked_ms: super::steps::ms(e.blocked_ns),
+                first_ms: super::steps::ms(e.first),
+                last_ms: super::steps::ms(e.last),
+                role: tree
+                    .roles
+                    .role(Some(i as u32))
+                    .unwrap_or(ResourceRole::Other),
                 service: r.service.clone(),
                 peer_local: r.peer_local,
-                protocol: None,
-                calls: None,
-                bytes_sent: None,
-                bytes_received: None,
-                round_trips: None,
-                connections: None,
-                critical_ms: None,
+                protocol: tree.roles.protocol.get(i).copied().flatten(),
+                calls: traffic.then_some(e.traffic.sends + e.traffic.recvs),
+                bytes_sent: traffic.then_some(e.traffic.bytes_sent),
+                bytes_received: traffic.then_some(e.traffic.bytes_received),
+                round_trips: traffic.then_some(e.traffic.round_trips),
+                connections: traffic.then_some(e.traffic.connections),
+                critical_ms: critical.then(|| super::steps::ms(e.crit_ns)),
             })
         })
         .collect();
@@ -162,6 +175,87 @@ pub fn resource_use(p: &SampledProfile) -> Vec<ResourceUse> {
             .then(a.resource.cmp(&b.resource))
     });
     out
+}
+
+/// Request→response round trips of the run's clients (sockets the tree sent first on):
+/// to databases (by role) and over HTTP (by protocol). None when socket traffic was not
+/// recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RoundTrips {
+    pub http: Option<u64>,
+    pub db: Option<u64>,
+}
+
+pub fn round_trips(p: &SampledProfile, roles: &super::waited::Roles) -> RoundTrips {
+    if !p.sockets_recorded {
+        return RoundTrips::default();
+    }
+    let (mut http, mut db) = (0u64, 0u64);
+    for t in p.sockets.iter().filter(|t| t.sent_first) {
+        if matches!(
+            t.protocol,
+            Some(crate::profile::Protocol::Http | crate::profile::Protocol::Http2)
+        ) {
+            http = http.saturating_add(t.round_trips);
+        }
+        if roles.role(t.resource) == Some(ResourceRole::Database) {
+            db = db.saturating_add(t.round_trips);
+        }
+    }
+    RoundTrips {
+        http: Some(http),
+        db: Some(db),
+    }
+}
+
+fn is_socket(k: crate::profile::ResourceKind) -> bool {
+    use crate::profile::ResourceKind as K;
+    matches!(k, K::SocketTcp | K::SocketUdp | K::SocketUnix)
+}
+
+/// Socket traffic summed over descriptors.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Traffic {
+    pub sends: u64,
+    pub recvs: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub round_trips: u64,
+    pub connections: u64,
+}
+
+impl Traffic {
+    pub(crate) fn add(&mut self, t: &crate::profile::SocketTraffic) {
+        self.sends = self.sends.saturating_add(t.sends);
+        self.recvs = self.recvs.saturating_add(t.recvs);
+        self.bytes_sent = self.bytes_sent.saturating_add(t.bytes_sent);
+        self.bytes_received = self.bytes_received.saturating_add(t.bytes_received);
+        self.round_trips = self.round_trips.saturating_add(t.round_trips);
+        self.connections += u64::from(t.connected);
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Acc {
+    intervals: u64,
+    blocked_ns: u64,
+    crit_ns: u64,
+    first: u64,
+    last: u64,
+    traffic: Traffic,
+}
+
+impl Acc {
+    fn starting(first: u64, last: u64) -> Acc {
+        Acc {
+            intervals: 0,
+            blocked_ns: 0,
+            crit_ns: 0,
+            first,
+            last,
+            traffic: Traffic::default(),
+        }
+    }
 }
 
 /// One row per (process, kind, name): a client's 30 connections to one peer are one
@@ -183,6 +277,16 @@ fn merge_same_name(rows: Vec<ResourceUse>) -> Vec<ResourceUse> {
                 if m.local != r.local {
                     m.local = None;
                 }
+                m.protocol = m.protocol.or(r.protocol);
+                m.calls = add_opt(m.calls, r.calls);
+                m.bytes_sent = add_opt(m.bytes_sent, r.bytes_sent);
+                m.bytes_received = add_opt(m.bytes_received, r.bytes_received);
+                m.round_trips = add_opt(m.round_trips, r.round_trips);
+                m.connections = add_opt(m.connections, r.connections);
+                m.critical_ms = match (m.critical_ms, r.critical_ms) {
+                    (Some(a), Some(b)) => Some(super::steps::round_ms(a + b)),
+                    (a, b) => a.or(b),
+                };
             }
             None => {
                 at.insert(key, merged.len());
@@ -193,41 +297,11 @@ fn merge_same_name(rows: Vec<ResourceUse>) -> Vec<ResourceUse> {
     merged
 }
 
-/// Well-known ports of databases and data stores: a socket whose peer listens on one
-/// is a database (PostgreSQL, MySQL/MariaDB, SQL Server, Oracle, Redis, memcached,
-/// MongoDB, Cassandra, CouchDB, Elasticsearch, ClickHouse).
-const DB_PORTS: &[u16] = &[
-    5432, 3306, 1433, 1521, 6379, 11211, 27017, 9042, 5984, 9200, 9000, 8123,
-];
-
-/// Each sample's resource, for the samples the waits table names.
-pub fn resource_of_samples(p: &SampledProfile) -> Vec<Option<&Resource>> {
-    let mut out = vec![None; p.samples.len()];
-    for w in &p.waits {
-        if let (Some(r), Some(slot)) = (w.resource, out.get_mut(w.sample as usize)) {
-            *slot = p.resources.get(r as usize);
-        }
-    }
-    out
-}
-
-/// A wait's category, refined by what it waited on: a socket whose peer is a database
-/// port is `db`; an event-loop wait (`poll`) or an unattributed one on a socket is
-/// `network`, on a pipe `pipe`. Other categories (and waits with no resource) stay.
-pub fn refine(cat: WaitCategory, resource: Option<&Resource>) -> WaitCategory {
-    use crate::profile::ResourceKind as K;
-    let Some(r) = resource else { return cat };
-    let socket = matches!(r.kind, K::SocketTcp | K::SocketUdp | K::SocketUnix);
-    let db = matches!(r.kind, K::SocketTcp | K::SocketUdp)
-        && r.peer
-            .as_deref()
-            .and_then(|p| p.rsplit(':').next()?.parse::<u16>().ok())
-            .is_some_and(|port| DB_PORTS.contains(&port));
-    match cat {
-        WaitCategory::Network | WaitCategory::Poll | WaitCategory::Other if db => WaitCategory::Db,
-        WaitCategory::Poll | WaitCategory::Other if socket => WaitCategory::Network,
-        WaitCategory::Poll | WaitCategory::Other if r.kind == K::Pipe => WaitCategory::Pipe,
-        c => c,
+/// A sum of two counts where either may be unknown: unknown only when both are.
+fn add_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.saturating_add(y)),
+        (x, y) => x.or(y),
     }
 }
 
@@ -293,7 +367,7 @@ mod tests {
             ],
             ..SampledProfile::default()
         };
-        let u = resource_use(&p);
+        let u = resource_use(&p, &crate::analyse::calltree::CallTree::build(&p));
         assert_eq!(u.len(), 2, "the unused resource has no row");
         assert_eq!(u[0].of(&p).map(|r| r.name.as_str()), Some("db:5432"));
         assert_eq!((u[0].intervals, u[0].blocked_ms), (1, 40.0));
@@ -315,12 +389,21 @@ mod tests {
         p.retain_samples(|s| s.time_ns != 0);
         assert_eq!(p.samples.len(), 2);
         assert_eq!(p.waits, vec![wait(1, Some(0))]);
-        assert_eq!(resource_use(&p)[0].blocked_ms, 40.0);
+        assert_eq!(
+            resource_use(&p, &crate::analyse::calltree::CallTree::build(&p))[0].blocked_ms,
+            40.0
+        );
     }
 
     #[test]
     fn no_waits_no_rows() {
-        assert!(resource_use(&SampledProfile::default()).is_empty());
+        assert!(
+            resource_use(
+                &SampledProfile::default(),
+                &crate::analyse::calltree::CallTree::build(&SampledProfile::default())
+            )
+            .is_empty()
+        );
     }
 
     #[test]
@@ -355,46 +438,5 @@ mod tests {
         assert!((m.blocked_ms - 4.0).abs() < 1e-9);
         assert_eq!((m.first_ms, m.last_ms), (0.0, 3.0));
         assert_eq!(m.local, None, "the local ports differ");
-    }
-
-    fn socket(kind: ResourceKind, peer: &str) -> Resource {
-        Resource {
-            kind,
-            name: peer.into(),
-            local: Some("127.0.0.1:40000".into()),
-            peer: Some(peer.into()),
-            pid: 1,
-            service: None,
-            peer_local: None,
-        }
-    }
-
-    #[test]
-    fn a_socket_to_a_database_port_is_a_db_wait_and_a_polled_socket_is_network() {
-        let pg = socket(ResourceKind::SocketTcp, "127.0.0.1:5432");
-        let web = socket(ResourceKind::SocketTcp, "[::1]:8080");
-        let pipe = Resource {
-            kind: ResourceKind::Pipe,
-            name: "pipe:[7]".into(),
-            local: None,
-            peer: None,
-            pid: 1,
-            service: None,
-            peer_local: None,
-        };
-        assert_eq!(refine(WaitCategory::Poll, Some(&pg)), WaitCategory::Db);
-        assert_eq!(refine(WaitCategory::Network, Some(&pg)), WaitCategory::Db);
-        assert_eq!(
-            refine(WaitCategory::Poll, Some(&web)),
-            WaitCategory::Network
-        );
-        assert_eq!(
-            refine(WaitCategory::Network, Some(&web)),
-            WaitCategory::Network
-        );
-        assert_eq!(refine(WaitCategory::Poll, Some(&pipe)), WaitCategory::Pipe);
-        // A lock or a sleep stays what it is; no resource, nothing changes.
-        assert_eq!(refine(WaitCategory::Lock, Some(&pg)), WaitCategory::Lock);
-        assert_eq!(refine(WaitCategory::Poll, None), WaitCategory::Poll);
     }
 }

@@ -207,9 +207,7 @@ pub fn summarize(runs: &[&RunMeasurement], warmup_runs: u32) -> Option<BaselineS
         );
     }
     warnings.push(
-        "not measured by this version: http_round_trips, db_round_trips, gpu_utilization_pct, \
-         gpu_memory_peak_mb (null)"
-            .into(),
+        "not measured by this version: gpu_utilization_pct, gpu_memory_peak_mb (null)".into(),
     );
     Some(BaselineSummary {
         runs: runs.len() as u32,

@@ -36,6 +36,8 @@ pub struct DeepView {
     /// How the shares' denominator was made.
     pub critical_path: CriticalPathSummary,
     pub resources: Vec<crate::analyse::resources::ResourceUse>,
+    /// Round trips of the profiled run's clients (None: socket traffic not recorded).
+    pub round_trips: crate::analyse::resources::RoundTrips,
     /// Sum of all sample weights, ms.
     pub thread_time_ms: f64,
     /// The analysis's warnings.
@@ -49,6 +51,7 @@ impl DeepView {
             steps: a.steps.clone(),
             hotspots: a.hotspots.clone(),
             classification: a.classification,
+            round_trips: a.round_trips,
             bottleneck_detail: a.bottleneck_detail.clone(),
             top_bottlenecks: a.top_bottlenecks.clone(),
             wait_breakdown_ms: a.wait_breakdown_ms.clone(),
@@ -202,6 +205,23 @@ fn verdict(
     v
 }
 
+/// The baseline's round trips come from the profiled run (its socket tracepoints):
+/// the counted runs are not traced.
+fn round_trips_from_profile(b: &mut BaselineSummary, deep: Option<&DeepView>) {
+    let rt = deep.map(|d| d.round_trips).unwrap_or_default();
+    b.http_round_trips = rt.http;
+    b.db_round_trips = rt.db;
+    b.warnings.push(match (rt.http, rt.db) {
+        (Some(_), Some(_)) => "http_round_trips and db_round_trips are counted in the profiled \
+             run (socket tracepoints), not in the counted runs"
+            .to_string(),
+        _ => "http_round_trips and db_round_trips unknown (null): socket traffic was not \
+              recorded (no profiled run, or sock:sock_send_length/sock_recv_length not \
+              available — run as root)"
+            .to_string(),
+    });
+}
+
 /// Build the map. `artifacts` maps artifact names to paths relative to the output folder.
 pub fn build(
     rec: &Recording,
@@ -209,7 +229,10 @@ pub fn build(
     artifacts: &BTreeMap<String, String>,
 ) -> PerfMap {
     let (runs, warmups, runs_warning) = baseline_runs(rec);
-    let baseline = summarize(&runs, warmups);
+    let mut baseline = summarize(&runs, warmups);
+    if let Some(b) = baseline.as_mut() {
+        round_trips_from_profile(b, deep);
+    }
     let mut warnings: Vec<String> = rec.warnings.clone();
     warnings.extend(runs_warning);
 

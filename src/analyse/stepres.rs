@@ -1,0 +1,229 @@
+//! Each step's `resources`: what the waits inside the step's subtree were on, and the
+//! round trips and connections made from it.
+//!
+//! Waits come with their stack, so they land in the steps above their leaf. A round
+//! trip (the first read of a reply, recorded by the socket tracepoints with its thread
+//! and time but no stack) is placed at the sample of the same thread that covers that
+//! moment or ends just before it — the blocked read of the reply itself when the reply
+//! was slow, else the thread's last sample within [`TURN_SAMPLE_WINDOW_NS`]. A new
+//! connection is placed like its first round trip. Turns with no such sample are
+//! counted in the resource's totals but in no step.
+
+use std::collections::HashMap;
+
+use crate::profile::SampledProfile;
+
+use super::calltree::CallTree;
+use super::resources::{ResourceUse, StepResource};
+use super::steps::{Step, StepRef, ms};
+
+/// How far back from a round trip a sample of its thread may be to stand for its stack.
+pub const TURN_SAMPLE_WINDOW_NS: u64 = 50_000_000;
+
+/// Resources listed per step, at most.
+const MAX_PER_STEP: usize = 5;
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Agg {
+    intervals: u64,
+    blocked_ns: u64,
+    crit_ns: u64,
+    round_trips: u64,
+    connections: u64,
+}
+
+/// Fill `steps[..].resources` (recursively) from the tree's per-sample resources and
+/// the recording's socket turns. `uses` are the session's merged resource rows.
+pub(crate) fn fill(
+    p: &SampledProfile,
+    tree: &CallTree,
+    refs: &[StepRef],
+    uses: &[ResourceUse],
+    steps: &mut [Step],
+) {
+    let row_of = rows_by_resource(p, uses);
+    let mut per_node: HashMap<(usize, usize), Agg> = HashMap::new();
+    let mut add = |leaf: usize, row: usize, f: &dyn Fn(&mut Agg)| {
+        let mut cur = Some(leaf);
+        while let Some(n) = cur {
+            f(per_node.entry((n, row)).or_default());
+            cur = tree.nodes.get(n).and_then(|x| x.parent);
+        }
+    };
+    for (i, s) in p.samples.iter().enumerate() {
+        let (Some(Some(r)), Some(&leaf)) = (tree.sample_resources.get(i), tree.sample_nodes.get(i))
+        else {
+            continue;
+        };
+        let Some(&row) = row_of.get(*r as usize).and_then(Option::as_ref) else {
+            continue;
+        };
+        let crit = tree.sample_crit_ns.get(i).copied().unwrap_or(0);
+        add(leaf, row, &|a: &mut Agg| {
+            a.intervals += 1;
+            a.blocked_ns += s.weight_ns;
+            a.crit_ns += crit;
+        });
+    }
+    let by_thread = samples_by_thread(p);
+    for t in &p.sockets {
+        let Some(&row) = t
+            .resource
+            .and_then(|r| row_of.get(r as usize))
+            .and_then(Option::as_ref)
+        else {
+            continue;
+        };
+        for (k, turn) in t.turns.iter().enumerate() {
+            let Some(leaf) = sample_at(&by_thread, turn.tid, turn.time_ns)
+                .and_then(|i| tree.sample_nodes.get(i).copied())
+            else {
+                continue;
+            };
+            let new_connection = k == 0 && t.connected;
+            add(leaf, row, &|a: &mut Agg| {
+                a.round_trips += 1;
+                a.connections += u64::from(new_connection);
+            });
+        }
+    }
+    let by_id: HashMap<&str, &StepRef> = refs.iter().map(|r| (r.id.as_str(), r)).collect();
+    let ctx = Ctx {
+        tree,
+        uses,
+        per_node: &per_node,
+        by_id: &by_id,
+        traffic: p.sockets_recorded,
+    };
+    ctx.fill_all(steps);
+}
+
+struct Ctx<'a> {
+    tree: &'a CallTree,
+    uses: &'a [ResourceUse],
+    per_node: &'a HashMap<(usize, usize), Agg>,
+    by_id: &'a HashMap<&'a str, &'a StepRef>,
+    traffic: bool,
+}
+
+impl Ctx<'_> {
+    fn fill_all(&self, steps: &mut [Step]) {
+        for s in steps {
+            if let Some(r) = self.by_id.get(s.id.as_str()) {
+                s.resources = self.of_nodes(&r.nodes);
+            }
+            self.fill_all(&mut s.children);
+        }
+    }
+
+    /// The resources of a step made of `nodes` (a node under another of the set is
+    /// counted once, with its ancestor).
+    fn of_nodes(&self, nodes: &[usize]) -> Vec<StepResource> {
+        let outer: Vec<usize> = nodes
+            .iter()
+            .copied()
+            .filter(|&n| !self.has_ancestor_in(n, nodes))
+            .collect();
+        let mut rows: HashMap<usize, Agg> = HashMap::new();
+        for (&(n, row), a) in self.per_node {
+            if outer.contains(&n) {
+                let e = rows.entry(row).or_default();
+                e.intervals += a.intervals;
+                e.blocked_ns += a.blocked_ns;
+                e.crit_ns += a.crit_ns;
+                e.round_trips += a.round_trips;
+                e.connections += a.connections;
+            }
+        }
+        let mut out: Vec<(usize, Agg)> = rows.into_iter().collect();
+        out.sort_by(|a, b| {
+            (b.1.blocked_ns, b.1.round_trips, a.0).cmp(&(a.1.blocked_ns, a.1.round_trips, b.0))
+        });
+        out.into_iter()
+            .take(MAX_PER_STEP)
+            .filter_map(|(row, a)| {
+                let u = self.uses.get(row)?;
+                let socket = u.calls.is_some();
+                Some(StepResource {
+                    kind: u.kind,
+                    role: u.role,
+                    name: u.name.clone(),
+                    intervals: a.intervals,
+                    blocked_ms: ms(a.blocked_ns),
+                    critical_ms: u.critical_ms.map(|_| ms(a.crit_ns)),
+                    round_trips: (self.traffic && socket).then_some(a.round_trips),
+                    connections: (self.traffic && socket).then_some(a.connections),
+                })
+            })
+            .collect()
+    }
+
+    fn has_ancestor_in(&self, n: usize, set: &[usize]) -> bool {
+        let mut cur = self.tree.nodes.get(n).and_then(|x| x.parent);
+        while let Some(a) = cur {
+            if set.contains(&a) {
+                return true;
+            }
+            cur = self.tree.nodes.get(a).and_then(|x| x.parent);
+        }
+        false
+    }
+}
+
+/// For each resource index, the merged row of `uses` it belongs to.
+fn rows_by_resource(p: &SampledProfile, uses: &[ResourceUse]) -> Vec<Option<usize>> {
+    let key = |pid: i32, kind, name: &str| (pid, kind, name.to_string());
+    let at: HashMap<_, usize> = uses
+        .iter()
+        .enumerate()
+        .map(|(i, u)| (key(u.pid, u.kind, &u.name), i))
+        .collect();
+    p.resources
+        .iter()
+        .map(|r| {
+            let name = r.service.as_deref().unwrap_or(&r.name);
+            at.get(&key(r.pid, r.kind, name)).copied()
+        })
+        .collect()
+}
+
+/// Each thread's samples as (start, end, index), by start.
+fn samples_by_thread(p: &SampledProfile) -> HashMap<i32, Vec<(u64, u64, usize)>> {
+    let mut m: HashMap<i32, Vec<(u64, u64, usize)>> = HashMap::new();
+    for (i, s) in p.samples.iter().enumerate() {
+        m.entry(s.tid)
+            .or_default()
+            .push((s.time_ns, s.time_ns.saturating_add(s.weight_ns), i));
+    }
+    for v in m.values_mut() {
+        v.sort_unstable();
+    }
+    m
+}
+
+/// The sample of `tid` covering `t`, else the last one before it within the window.
+fn sample_at(by_thread: &HashMap<i32, Vec<(u64, u64, usize)>>, tid: i32, t: u64) -> Option<usize> {
+    let v = by_thread.get(&tid)?;
+    let after = v.partition_point(|&(start, _, _)| start <= t);
+    let &(_, end, i) = v.get(after.checked_sub(1)?)?;
+    (end >= t || t - end <= TURN_SAMPLE_WINDOW_NS).then_some(i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_turn_lands_on_the_sample_covering_it_or_just_before() {
+        let mut m = HashMap::new();
+        m.insert(
+            7,
+            vec![(0, 10, 0), (20, 30, 1), (200_000_000, 200_000_010, 2)],
+        );
+        assert_eq!(sample_at(&m, 7, 5), Some(0));
+        assert_eq!(sample_at(&m, 7, 25), Some(1));
+        assert_eq!(sample_at(&m, 7, 40_000_000), Some(1));
+        assert_eq!(sample_at(&m, 7, 100_000_000), None, "too far from any");
+        assert_eq!(sample_at(&m, 8, 5), None, "another thread");
+    }
+}
