@@ -273,40 +273,74 @@ fn render_resources(o: &mut String, rs: &[crate::analyse::resources::ResourceUse
     let _ = writeln!(o, "### Where the waiting goes\n");
     let _ = writeln!(
         o,
-        "What the threads blocked on, by the descriptor of the blocked call (thread time).\n"
+        "What the threads blocked on, by the descriptor of the blocked call: blocked ms is \
+         thread time, critical ms the part the run waited for; calls, bytes, round trips \
+         (request→response turns) and connections opened are the socket traffic \
+         (— where not recorded).\n"
     );
-    let kind = |k: crate::profile::ResourceKind| {
-        serde_json::to_value(k)
+    let role = |r: crate::analyse::resources::ResourceRole| {
+        serde_json::to_value(r)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default()
+    };
+    let n = |v: Option<u64>| v.map_or("—".to_string(), |v| v.to_string());
+    let bytes = |s: Option<u64>, r: Option<u64>| match (s, r) {
+        (Some(s), Some(r)) => format!("{} / {}", human_bytes(s), human_bytes(r)),
+        _ => "—".to_string(),
     };
     let rows: Vec<Vec<String>> = rs
         .iter()
         .take(15)
         .map(|r| {
             vec![
-                kind(r.kind),
+                role(r.role),
                 r.name.clone(),
                 r.pid.to_string(),
                 r.descriptors.to_string(),
+                n(r.connections),
+                n(r.calls),
+                bytes(r.bytes_sent, r.bytes_received),
+                n(r.round_trips),
                 r.intervals.to_string(),
                 f(r.blocked_ms, 1),
+                r.critical_ms.map_or("—".to_string(), |v| f(v, 1)),
             ]
         })
         .collect();
     table(
         o,
         &[
-            "kind",
+            "what",
             "resource",
             "pid",
             "descriptors",
+            "connections opened",
+            "calls",
+            "bytes sent / received",
+            "round trips",
             "blocked calls",
             "blocked ms",
+            "critical ms",
         ],
         &rows,
     );
+}
+
+/// A byte count in B, KiB, MiB or GiB.
+fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }
 
 fn render_critical_path(o: &mut String, cp: &CriticalPathSummary) {
