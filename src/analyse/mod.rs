@@ -413,6 +413,9 @@ pub fn analyse(p: &SampledProfile) -> Analysis {
         ));
     }
 
+    if classification == Classification::Unknown && root.crit_ns > 0 {
+        warnings.push(unknown_why(p, &tree));
+    }
     match tree.critical {
         calltree::CriticalModel::ThreadTime if !p.samples.is_empty() => warnings.push(
             "no wake-up records (--no-wakeups, or sched:sched_waking needs root or \
@@ -451,6 +454,38 @@ pub fn analyse(p: &SampledProfile) -> Analysis {
         resources,
         warnings,
     }
+}
+
+/// Why the session's time has no class: the unattributed categories' shares and the
+/// evidence that was missing.
+fn unknown_why(p: &SampledProfile, tree: &CallTree) -> String {
+    let root = tree.root();
+    let share = |c: WaitCategory| steps::pct(root.crit_waits_ns[c.index()], root.crit_ns);
+    let mut missing = Vec::new();
+    if !p.sockets_recorded {
+        missing.push("socket traffic (sock:sock_send_length/sock_recv_length)");
+    }
+    if !p.wakers_recorded {
+        missing.push("wake-ups (sched:sched_waking)");
+    }
+    let missing = if missing.is_empty() {
+        "every evidence source was recorded; the waits ended on descriptors no reply was \
+         read from"
+            .to_string()
+    } else {
+        format!(
+            "not recorded: {} — run as root (or sudo sysctl kernel.perf_event_paranoid=-1) \
+             to have them",
+            missing.join(", ")
+        )
+    };
+    format!(
+        "classified Unknown: {:.1}% of the critical path is in event-loop waits (epoll, poll, \
+         select) on descriptors that could not be named and {:.1}% off-CPU for reasons the \
+         kernel stack did not show; {missing}",
+        share(WaitCategory::Poll),
+        share(WaitCategory::Other)
+    )
 }
 
 /// Add the profiled run's own counters to the verdict where they are its evidence: a
