@@ -638,6 +638,7 @@ fn recording(name: &str, sampled: SampledProfile) -> Recording {
         threads_peak: sampled.threads.len().max(1) as u64,
         exit: ExitStatus::Code { code: 0 },
         timeline: Vec::new(),
+        disks: Vec::new(),
     });
     r.sampled = Some(sampled);
     r

@@ -4,6 +4,7 @@
 //! unless failures are allowed, and at Ctrl-C, keeping what was measured. Around the
 //! runs, `load` notes what else kept the machine busy.
 
+pub mod diskstats;
 pub mod load;
 pub mod poll;
 pub mod procfs;

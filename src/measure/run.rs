@@ -110,6 +110,7 @@ pub fn run_once(
     index: u32,
     warmup: bool,
 ) -> Result<RunMeasurement, Error> {
+    let disks_before = super::diskstats::snapshot();
     let (launched, start, suspended_at_start) = launch(spec, hooks)?;
     let pid = launched.pid;
     hooks.after_release(monotonic_ns());
@@ -165,14 +166,9 @@ pub fn run_once(
     } else {
         reaped.main_status.unwrap_or(ExitStatus::Code { code: -1 })
     };
-    Ok(measurement(
-        (index, warmup, pid),
-        wall,
-        exit,
-        &reaped,
-        poll,
-        counted,
-    ))
+    let mut m = measurement((index, warmup, pid), wall, exit, &reaped, poll, counted);
+    m.disks = super::diskstats::busy(&disks_before, &super::diskstats::snapshot(), m.wall_ms);
+    Ok(m)
 }
 
 /// Fork the target suspended, let the hooks attach, release it. Returns it with the
@@ -246,6 +242,7 @@ fn measurement(
         threads_peak: poll.threads_peak.max(1),
         exit,
         timeline: poll.timeline,
+        disks: Vec::new(),
     }
 }
 

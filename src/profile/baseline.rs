@@ -103,6 +103,9 @@ pub struct RunMeasurement {
     pub threads_peak: u64,
     pub exit: ExitStatus,
     pub timeline: Vec<TimelinePoint>,
+    /// Block devices active during the run (machine-wide), busiest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disks: Vec<crate::measure::diskstats::DiskBusy>,
 }
 
 impl RunMeasurement {

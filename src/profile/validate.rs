@@ -109,6 +109,11 @@ fn run(what: impl Display, r: &RunMeasurement) -> Result<(), String> {
         amount(format_args!("{what} {name}"), v)?;
     }
     text(format_args!("{what} processes_basis"), &r.processes_basis)?;
+    count(format_args!("{what} disks"), r.disks.len(), MAX_LIST)?;
+    for (i, d) in r.disks.iter().enumerate() {
+        text(format_args!("{what} disk {i} device"), &d.device)?;
+        figure(format_args!("{what} disk {i} busy_pct"), d.busy_pct)?;
+    }
     count(
         format_args!("{what} timeline points"),
         r.timeline.len(),

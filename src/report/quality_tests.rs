@@ -32,6 +32,7 @@ fn run(index: u32, wall_ms: f64) -> RunMeasurement {
         threads_peak: 1,
         exit: ExitStatus::Code { code: 0 },
         timeline: Vec::new(),
+        disks: Vec::new(),
     }
 }
 
