@@ -70,7 +70,7 @@ fn pr(map: &Value) -> &Value {
 
 /// The map's resource rows whose service is PostgreSQL on the cluster's port (over TCP
 /// `postgres:<port>`; over the Unix socket its path, `.s.PGSQL.<port>`, holds the port).
-fn db_rows<'a>(map: &'a Value, port: u16) -> Vec<&'a Value> {
+fn db_rows(map: &Value, port: u16) -> Vec<&Value> {
     pr(map)["performance_map"]["resources"]
         .as_array()
         .expect("resources")
