@@ -100,6 +100,20 @@ fn text(s: &Value) -> String {
     format!("{} {} {}", s["location"], s["description"], s["evidence"])
 }
 
+/// The first step (depth first) whose function starts with `prefix`.
+fn find_step<'a>(steps: &'a Value, prefix: &str) -> Option<&'a Value> {
+    steps.as_array()?.iter().find_map(|s| {
+        let own = s["function"]
+            .as_str()
+            .is_some_and(|f| f.starts_with(prefix));
+        if own {
+            Some(s)
+        } else {
+            find_step(&s["children"], prefix)
+        }
+    })
+}
+
 fn http_round_trips(map: &Value) -> Option<i64> {
     common::baseline(map)["http_round_trips"].as_i64()
 }
@@ -160,7 +174,17 @@ fn thirty_requests_each_on_a_new_connection_confirm_connection_management() {
     let _g = serial();
     let srv = SlowHttp::start(20);
     let name = srv.service();
-    let map = netclient(&["new", &srv.port.to_string(), "30"]);
+    let out = tempfile::tempdir().expect("tempdir");
+    let bin = compile("netclient", &[]);
+    profmap()
+        .args(["record", "-q", "--out"])
+        .arg(out.path())
+        .arg("--")
+        .arg(&bin)
+        .args(["new", &srv.port.to_string(), "30"])
+        .assert()
+        .success();
+    let map = valid_map(out.path());
     assert_eq!(
         srv.stop(),
         Served {
@@ -179,6 +203,11 @@ fn thirty_requests_each_on_a_new_connection_confirm_connection_management() {
     // [needs: optimization_hints, the diagnosis] confirmed → a hint.
     let hints = pr(&map)["optimization_hints"].as_array().expect("hints");
     assert!(!hints.is_empty(), "a confirmed suspicion gives a hint");
+    // [needs: report.md "Where the waiting goes", the lead] the service is in the
+    // report's table, and the advice under Recommendations.
+    let md = std::fs::read_to_string(out.path().join("report.md")).expect("report.md");
+    assert!(md.contains("Where the waiting goes"), "{md}");
+    assert!(md.contains(&name), "the service in report.md: {md}");
 }
 
 #[test]
@@ -214,20 +243,21 @@ fn fifty_round_trips_from_fetch_user_confirm_an_n_plus_one() {
     let srv = SlowHttp::start(10);
     let name = srv.service();
     let map = netclient(&["nplus1", &srv.port.to_string(), "50"]);
+    // list_users' one request, then fetch_user's 50, on one connection.
     assert_eq!(
         srv.stop(),
         Served {
-            requests: 50,
+            requests: 51,
             connections: 1
         },
         "the fixture"
     );
-    assert_http_client(&map, &name, 50);
+    assert_http_client(&map, &name, 51);
     // [needs: suspicion_stack (architecture: N+1), the diagnosis] naming the call site.
     let arch = with(&map, "architecture", "confirmed");
     let n1: Vec<_> = arch
         .iter()
-        .filter(|s| text(s).contains("fetch_user"))
+        .filter(|s| text(s).contains("fetch_user") && !text(s).contains("list_users"))
         .collect();
     assert_eq!(
         n1.len(),
@@ -242,6 +272,16 @@ fn fifty_round_trips_from_fetch_user_confirm_an_n_plus_one() {
             .is_none_or(|a| a.is_empty()),
         "{:#}",
         n1[0]
+    );
+    // [needs: per-step round trips (step.http_round_trips), the lead] the step of the
+    // call site carries its 50 (list_users holds ~15% of the run: its own step).
+    let step = find_step(&pr(&map)["performance_map"]["steps"], "fetch_user")
+        .unwrap_or_else(|| panic!("no fetch_user step: {map:#}"));
+    assert_near(
+        "fetch_user's step http_round_trips",
+        step["http_round_trips"].as_i64(),
+        50,
+        2,
     );
     // One connection: not a connection-per-request problem.
     assert!(with(&map, "connection_management", "confirmed").is_empty());
