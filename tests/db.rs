@@ -127,6 +127,10 @@ fn psql_running_40_queries_over_tcp_is_io_db_with_40_round_trips() {
     let map = record(&psql_command(&pg, true, &file), &out.path().join("map"));
     assert_server_saw_one_session(&pg);
     assert_io_db_with_40_round_trips(&map, pg.port);
+    // [needs: Resource.service, the capture] named by process and port, exactly.
+    let row = db_rows(&map, pg.port)[0];
+    assert_eq!(row["service"], format!("postgres:{}", pg.port), "{row:#}");
+    assert_eq!(row["kind"], "socket_tcp", "{row:#}");
 }
 
 #[test]
@@ -198,4 +202,45 @@ fn an_unprivileged_psql_still_gets_a_class_and_a_warning_naming_the_missing_evid
         rt.is_null() || rt.as_i64().is_some_and(|n| (38..=42).contains(&n)),
         "db_round_trips without socket evidence: {rt}"
     );
+}
+
+/// Whether process `pid` is gone (or only a zombie left for its parent to reap).
+fn gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+    }
+}
+
+/// The fixture alone, no profmap: the harness starts a cluster, psql's 40 queries reach
+/// it on one connection over both transports, and dropping the cluster stops it.
+#[test]
+fn the_test_cluster_runs_psqls_40_queries_and_stops_on_drop() {
+    let pg = PgCluster::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = query_file(dir.path());
+    for (tcp, runs) in [(true, 1), (false, 2)] {
+        let cmd = psql_command(&pg, tcp, &file);
+        let st = std::process::Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .status()
+            .expect("psql runs");
+        assert!(
+            st.success(),
+            "psql over {}: {st}",
+            if tcp { "TCP" } else { "Unix" }
+        );
+        assert_eq!(pg.statements("pg_sleep"), QUERIES * runs);
+        assert_eq!(pg.connections(), runs);
+    }
+    let pid = pg.postmaster_pid().expect("postmaster.pid");
+    assert!(!gone(pid), "the postmaster runs");
+    drop(pg);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !gone(pid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(gone(pid), "the postmaster {pid} still runs after drop");
 }

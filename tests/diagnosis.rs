@@ -497,3 +497,33 @@ fn a_cpu_bound_program_in_libc_is_already_optimized() {
     // [needs: wrong_tool_indicators, the diagnosis] the time is in libc's memcpy.
     assert!(wrong_tool(&map).contains(&"already_optimized"), "{map:#}");
 }
+
+/// The fixtures alone, no profmap: each client makes exactly the requests and
+/// connections its test claims, counted by the servers.
+#[test]
+fn the_http_fixtures_make_the_requests_and_connections_they_claim() {
+    let bin = compile("netclient", &[]);
+    let run = |args: &[&str]| {
+        let st = std::process::Command::new(&bin)
+            .args(args)
+            .status()
+            .expect("netclient runs");
+        assert!(st.success(), "netclient {args:?}: {st}");
+    };
+    let served = |requests, connections| Served {
+        requests,
+        connections,
+    };
+    for (mode, n, want) in [
+        ("new", "30", served(30, 30)),
+        ("keepalive", "30", served(30, 1)),
+        ("nplus1", "50", served(51, 1)),
+    ] {
+        let srv = SlowHttp::start(1);
+        run(&[mode, &srv.port.to_string(), n]);
+        assert_eq!(srv.stop(), want, "{mode}");
+    }
+    let (a, b) = (SlowHttp::start(1), SlowHttp::start(1));
+    run(&["sequential", &a.port.to_string(), &b.port.to_string(), "5"]);
+    assert_eq!((a.stop(), b.stop()), (served(1, 1), served(1, 1)));
+}

@@ -188,6 +188,12 @@ impl PgCluster {
         d
     }
 
+    /// The postmaster's pid, from the data folder's postmaster.pid.
+    pub fn postmaster_pid(&self) -> Option<i32> {
+        let text = std::fs::read_to_string(self.dir.path().join("data/postmaster.pid")).ok()?;
+        text.lines().next()?.trim().parse().ok()
+    }
+
     fn log(&self) -> String {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }
