@@ -273,16 +273,20 @@ fn fifty_round_trips_from_fetch_user_confirm_an_n_plus_one() {
         "{:#}",
         n1[0]
     );
-    // [needs: per-step round trips (step.http_round_trips), the lead] the step of the
-    // call site carries its 50 (list_users holds ~15% of the run: its own step).
+    // [needs: per-step resources with round trips (step.resources), the lead] the step
+    // of the call site carries its 50 (list_users holds ~15% of the run: its own step).
     let step = find_step(&pr(&map)["performance_map"]["steps"], "fetch_user")
         .unwrap_or_else(|| panic!("no fetch_user step: {map:#}"));
-    assert_near(
-        "fetch_user's step http_round_trips",
-        step["http_round_trips"].as_i64(),
-        50,
-        2,
-    );
+    let step_rt: i64 = step["resources"]
+        .as_array()
+        .map(|rs| {
+            rs.iter()
+                .filter(|r| r["name"] == name.as_str())
+                .filter_map(|r| r["round_trips"].as_i64())
+                .sum()
+        })
+        .unwrap_or(0);
+    assert_near("fetch_user's round trips", Some(step_rt), 50, 2);
     // One connection: not a connection-per-request problem.
     assert!(with(&map, "connection_management", "confirmed").is_empty());
     // [needs: optimization_hints, the diagnosis] the hint refers to the suspicion.
@@ -302,6 +306,7 @@ fn two_independent_services_waited_on_in_turn_confirm_sequential_waits() {
     let _g = serial();
     let (a, b) = (SlowHttp::start(20), SlowHttp::start(20));
     let (pa, pb) = (a.port.to_string(), b.port.to_string());
+    // 300 ms each, then 80 ms of CPU in merge_results.
     let map = netclient(&["sequential", &pa, &pb, "300"]);
     let one = Served {
         requests: 1,
