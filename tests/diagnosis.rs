@@ -345,7 +345,7 @@ fn reading_one_file_three_times_confirms_redundant_work() {
     let _g = serial();
     let dir = disk_dir();
     let table = dir.path().join("table.dat");
-    std::fs::write(&table, vec![7u8; 16 << 20]).expect("write table");
+    std::fs::write(&table, vec![7u8; 32 << 20]).expect("write table");
     // Page-cached before the run: the reads are the same data, not the disk.
     std::fs::read(&table).expect("warm the cache");
     let bin = compile("fileio", &[]);
@@ -357,7 +357,7 @@ fn reading_one_file_three_times_confirms_redundant_work() {
     ]);
     let log = std::fs::read_to_string(out.path().join("run.log")).unwrap_or_default();
     assert!(
-        log.contains(&format!("{} bytes", 3 * (16 << 20))),
+        log.contains(&format!("{} bytes", 3 * (32 << 20))),
         "the fixture: {log}"
     );
     // [needs: file reads (capture) and suspicion_stack (redundant_work), the diagnosis]
@@ -499,14 +499,25 @@ fn a_cpu_bound_program_in_libc_is_already_optimized() {
     let (_out, map) = record(&[bin.to_str().unwrap(), "libc", "400"]);
     assert_eq!(class(&map), "CPU", "{map:#}");
     assert_no_io_suspicion_confirmed(&map);
-    // [needs: wrong_tool_indicators, the diagnosis] the time is in libc's memcpy.
-    assert!(wrong_tool(&map).contains(&"already_optimized"), "{map:#}");
+    // [needs: wrong_tool_indicators, the diagnosis] the time is in libc's memcpy:
+    // already optimized — "CPU-bound in library code with no confirmed suspicion"
+    // (issue 8). On a machine loaded by other work the run-queue wait confirms the
+    // configuration suspicion (measured here at 40–48% of wall with a load of 4 on
+    // 2 cores), and then the indicator must not be given.
+    let loaded = !with(&map, "configuration", "confirmed").is_empty();
+    assert_eq!(
+        wrong_tool(&map).contains(&"already_optimized"),
+        !loaded,
+        "configuration confirmed: {loaded}; {map:#}"
+    );
 }
 
 /// The fixtures alone, no profmap: each client makes exactly the requests and
 /// connections its test claims, counted by the servers.
 #[test]
 fn the_http_fixtures_make_the_requests_and_connections_they_claim() {
+    // Not profiled, but its load would disturb a profiled test beside it.
+    let _g = serial();
     let bin = compile("netclient", &[]);
     let run = |args: &[&str]| {
         let st = std::process::Command::new(&bin)
