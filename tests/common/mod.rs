@@ -95,3 +95,6 @@ pub fn valid_map(out: &Path) -> serde_json::Value {
 pub fn baseline(map: &serde_json::Value) -> &serde_json::Value {
     &map["profile_result"]["performance_map"]["baseline"]
 }
+
+pub mod http;
+pub mod pg;
