@@ -16,7 +16,9 @@
 //!   the count reported beside it is of distinct addresses;
 //! - too few samples: fewer than [`MIN_SAMPLES`] on-CPU samples plus off-CPU intervals
 //!   support no verdict: the map's classification is then withheld (Unknown), and the
-//!   share-based stack warnings above are not raised (a share of a handful says nothing);
+//!   share-based stack warnings above are not raised (a share of a handful says nothing)
+//!   — unless [`MEASURED_OFF_CPU_PCT`] of the time is in off-CPU intervals from switch
+//!   records, which are measured, not sampled (one 1 s `accept` is a verdict: Idle);
 //! - a noisy baseline: the slowest counted run more than [`MAX_SPREAD`] times the
 //!   fastest, named with the machine's load during the runs when it was recorded.
 
@@ -296,6 +298,27 @@ pub fn assess(rec: &Recording, b: Option<&BaselineSummary>) -> Quality {
     q
 }
 
+/// Share of the sampled time in off-CPU intervals, beyond which a handful of samples
+/// still supports a verdict when those intervals are exact (switch records).
+pub const MEASURED_OFF_CPU_PCT: f64 = 90.0;
+
+/// Whether the profile's time is mostly off-CPU intervals taken from the kernel's switch
+/// records: measured exactly (start, end, stack), not sampled, so a one-second wait in
+/// `accept` is one interval and still a verdict.
+fn measured_off_cpu(s: &SampledProfile) -> bool {
+    if !s.sampler.contains("sched_switch") || s.quality.off_cpu_intervals == 0 {
+        return false;
+    }
+    let (mut off, mut all) = (0u64, 0u64);
+    for x in &s.samples {
+        all = all.saturating_add(x.weight_ns);
+        if matches!(x.kind, crate::profile::SampleKind::OffCpu { .. }) {
+            off = off.saturating_add(x.weight_ns);
+        }
+    }
+    all > 0 && off as f64 * 100.0 / all as f64 >= MEASURED_OFF_CPU_PCT
+}
+
 /// Lost records, truncated stacks, unwind failures, unnamed addresses, too few samples.
 fn sample_warnings(s: &SampledProfile) -> Vec<QualityWarning> {
     let sq = &s.quality;
@@ -314,7 +337,7 @@ fn sample_warnings(s: &SampledProfile) -> Vec<QualityWarning> {
             share_pct: pct(sq.lost_samples, taken + sq.lost_samples),
         });
     }
-    if taken < MIN_SAMPLES {
+    if taken < MIN_SAMPLES && !measured_off_cpu(s) {
         // Shares of a handful of stacks say nothing; the verdict is withheld anyway.
         w.push(QualityWarning::TooFewSamples { samples: taken });
         return w;

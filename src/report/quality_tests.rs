@@ -269,6 +269,31 @@ fn too_few_samples_withholds_the_verdict() {
 }
 
 #[test]
+fn a_few_exact_off_cpu_intervals_holding_the_time_support_a_verdict() {
+    // One 1 s wait in accept and 3 on-CPU samples, from switch records: measured.
+    let mut p = profile(3, 0, 1000.0, Default::default());
+    p.sampler = "perf_event cpu-clock + sched_switch".into();
+    p.samples.push(ThreadSample {
+        pid: 1,
+        tid: 1,
+        time_ns: 3_000_000,
+        stack: Some(0),
+        weight_ns: 1_000_000_000,
+        kind: SampleKind::OffCpu {
+            state: crate::profile::WaitState::Sleeping,
+        },
+        waker: None,
+    });
+    p.quality.off_cpu_intervals = 1;
+    let q = assess_rec(&recording(&[1000.0; 3], Some(p.clone())));
+    assert_eq!(q.verdict_withheld(), None);
+    // The same from /proc looks (user-only scope) is sampled: withheld.
+    p.sampler = "perf_event cpu-clock, user space only".into();
+    let q = assess_rec(&recording(&[1000.0; 3], Some(p)));
+    assert!(q.verdict_withheld().is_some());
+}
+
+#[test]
 fn a_wide_baseline_spread_names_the_other_load() {
     let q = assess_rec(&recording(&[3600.0, 13600.0, 5000.0], None));
     let w = find(&q, |w| matches!(w, QualityWarning::NoisyBaseline { .. })).expect("warned");
