@@ -22,6 +22,7 @@ mod bottleneck;
 pub mod calltree;
 pub mod classify;
 pub mod critical;
+pub mod diagnose;
 pub mod hotspots;
 mod ownframe;
 pub mod resources;
@@ -131,6 +132,8 @@ pub struct Analysis {
     pub thread_wait_breakdown_ms: BTreeMap<String, f64>,
     /// Time blocked per resource (file, socket, pipe...), most first (`resources`).
     pub resources: Vec<resources::ResourceUse>,
+    /// Suspicions, hints and wrong-tool verdicts; empty until [`diagnose::run`].
+    pub diagnosis: diagnose::Diagnosis,
     /// What makes the analysis less certain.
     pub warnings: Vec<String>,
 }
@@ -440,6 +443,7 @@ pub fn analyse(p: &SampledProfile) -> Analysis {
         wait_breakdown_ms,
         thread_wait_breakdown_ms,
         resources: resources::resource_use(p),
+        diagnosis: diagnose::Diagnosis::default(),
         warnings,
     }
 }

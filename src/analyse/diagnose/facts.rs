@@ -1,0 +1,474 @@
+//! The diagnosis's one input, [`Facts`]: built once from the analysis, the recording's
+//! sampled profile and the measured runs, as plain data the rule families read (and
+//! their unit tests construct directly).
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::profile::{Frame, FrameKind, ResourceKind, RunMeasurement, SampleKind, SampledProfile};
+
+use super::super::Analysis;
+use super::super::Hotspot;
+use super::super::bottleneck::Bottleneck;
+use super::super::classify::{WaitCategory, categorize};
+use super::super::resources::{ResourceRole, ResourceUse, StepResource};
+use super::super::steps::Step;
+
+/// Everything the rules read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Facts {
+    /// The shares' denominator: the critical path's length (or the thread time), ms.
+    pub wall_ms: f64,
+    /// Critical-path time per wait category key (`cpu`, `runqueue`, `lock`...), ms.
+    pub waits_ms: BTreeMap<String, f64>,
+    /// The steps, flattened depth first (parents before children).
+    pub steps: Vec<StepFact>,
+    /// Socket peers: one per (process, peer).
+    pub peers: Vec<Peer>,
+    /// Whether socket traffic was recorded (an empty `peers` traffic is then zero).
+    pub sockets_recorded: bool,
+    /// Files read through the page cache, when recorded.
+    pub file_reads: Vec<FileFact>,
+    pub file_reads_recorded: bool,
+    /// Per file: off-CPU intervals inside fsync/fdatasync and their time (thread), ms.
+    pub syncs: Vec<SyncFact>,
+    /// Resident memory over a run, when one was sampled.
+    pub rss: Option<RssSeries>,
+    /// The profiled run's context switches, when measured.
+    pub involuntary_cs: Option<u64>,
+    pub voluntary_cs: Option<u64>,
+    /// Who ended lock waits (the waker's own code), with the lock-wait time it ended, ms.
+    pub lock_holders: Vec<(String, f64)>,
+    /// Whether wake-ups were recorded (a lock's holder can be known).
+    pub wakers_recorded: bool,
+    /// On-CPU self time in library code (shared objects, the kernel, Rust's std) and in
+    /// all code, ms, from the hotspots.
+    pub cpu_library_ms: f64,
+    pub cpu_total_ms: f64,
+    /// The hottest on-CPU functions of the user's own code: (call site, on-CPU ms).
+    pub own_hot: Vec<(String, f64)>,
+    /// The top bottlenecks (their why-chains are rewritten from these facts).
+    pub top: Vec<Bottleneck>,
+    /// Per top bottleneck (by function): its on-CPU time by the user's own source line
+    /// nearest to the leaf, ms, most first; and its on-CPU time in library code, ms.
+    pub hot_lines: Vec<HotLines>,
+}
+
+/// Where one function's on-CPU time went, line by line.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HotLines {
+    pub function: String,
+    pub cpu_ms: f64,
+    /// Of `cpu_ms`, with a library, runtime or kernel frame at the leaf.
+    pub library_ms: f64,
+    /// (file:line, ms), most first, at most 3.
+    pub lines: Vec<(String, f64)>,
+}
+
+/// One step, flattened.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepFact {
+    pub id: String,
+    /// Level in the tree, 1 for top-level steps.
+    pub depth: usize,
+    /// `function (file:line)`, or the function alone.
+    pub call_site: String,
+    /// True when the step is library, runtime or kernel code, not the user's.
+    pub system: bool,
+    pub wall_ms: f64,
+    pub waits_ms: BTreeMap<String, f64>,
+    pub resources: Vec<StepResource>,
+}
+
+/// One socket peer of one process.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Peer {
+    /// `postgres:5432`, or the peer address.
+    pub name: String,
+    /// The peer address or path as the resource names it.
+    pub address: String,
+    pub role: Option<ResourceRole>,
+    pub pid: i32,
+    /// Time blocked on it: on the critical path when known, else thread time, ms.
+    pub wait_ms: f64,
+    /// Whether `wait_ms` is critical-path time.
+    pub wait_critical: bool,
+    pub intervals: u64,
+    /// Traffic, None when not recorded.
+    pub round_trips: Option<u64>,
+    pub connections: Option<u64>,
+    pub calls: Option<u64>,
+    pub bytes: Option<u64>,
+    /// The blocked intervals (start, end), ns since the run's start.
+    pub waits: Vec<(u64, u64)>,
+}
+
+/// One file read through the page cache.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FileFact {
+    pub path: String,
+    pub pid: i32,
+    pub calls: u64,
+    pub pages_read: u64,
+    pub extent_pages: u64,
+}
+
+/// The syncs of one file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SyncFact {
+    pub path: String,
+    pub intervals: u64,
+    pub ms: f64,
+}
+
+/// Resident memory over one run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RssSeries {
+    /// "the profiled run", "baseline run 2".
+    pub source: String,
+    /// (ms since the run's start, RSS KiB).
+    pub points: Vec<(f64, u64)>,
+}
+
+impl Facts {
+    /// Share of the wall time, percent (0 when there is no wall time).
+    pub fn share(&self, ms: f64) -> f64 {
+        if self.wall_ms > 0.0 {
+            (ms * 100.0 / self.wall_ms).min(100.0)
+        } else {
+            0.0
+        }
+    }
+
+    /// Critical-path time of a wait category, ms.
+    pub fn wait(&self, key: &str) -> f64 {
+        self.waits_ms.get(key).copied().unwrap_or(0.0)
+    }
+
+    /// A step by id.
+    pub fn step(&self, id: &str) -> Option<&StepFact> {
+        self.steps.iter().find(|s| s.id == id)
+    }
+
+    /// The facts of a run: `runs` are the counted baseline runs.
+    pub fn build(
+        a: &Analysis,
+        p: &SampledProfile,
+        profiled: Option<&RunMeasurement>,
+        runs: &[&RunMeasurement],
+    ) -> Facts {
+        let mut steps = Vec::new();
+        flatten(&a.steps, 1, &mut steps);
+        let (cpu_library_ms, cpu_total_ms, own_hot) = cpu_split(&a.hotspots);
+        Facts {
+            wall_ms: a.total_wall_ms,
+            waits_ms: a.wait_breakdown_ms.clone(),
+            steps,
+            peers: peers(p, &a.resources),
+            sockets_recorded: p.sockets_recorded,
+            file_reads: file_reads(p),
+            file_reads_recorded: p.file_reads_recorded,
+            syncs: syncs(p),
+            rss: rss(profiled, runs),
+            involuntary_cs: profiled.map(|r| r.involuntary_cs),
+            voluntary_cs: profiled.map(|r| r.voluntary_cs),
+            lock_holders: lock_holders(p),
+            wakers_recorded: p.wakers_recorded,
+            cpu_library_ms,
+            cpu_total_ms,
+            own_hot,
+            top: a.top_bottlenecks.clone(),
+            hot_lines: a
+                .top_bottlenecks
+                .iter()
+                .map(|b| hot_lines(p, &b.function))
+                .collect(),
+        }
+    }
+}
+
+/// `function (file:line)`.
+pub fn call_site(function: &str, location: Option<&str>) -> String {
+    match location {
+        Some(l) => format!("{function} ({l})"),
+        None => function.to_string(),
+    }
+}
+
+fn flatten(steps: &[Step], depth: usize, out: &mut Vec<StepFact>) {
+    for s in steps {
+        let frame = Frame {
+            function: s.function.clone(),
+            module: s.module.clone(),
+            file: s.location.clone(),
+            line: None,
+            kind: FrameKind::User,
+            inlined: false,
+        };
+        out.push(StepFact {
+            id: s.id.clone(),
+            depth,
+            call_site: call_site(&s.function, s.location.as_deref()),
+            system: super::super::ownframe::is_system(&frame) || is_library(&frame),
+            wall_ms: s.wall_time_ms,
+            waits_ms: s.wait_breakdown_ms.clone(),
+            resources: s.resources.clone(),
+        });
+        flatten(&s.children, depth + 1, out);
+    }
+}
+
+/// A shared object's code (other than the program's own), the kernel or Rust's std.
+fn is_library(f: &Frame) -> bool {
+    f.module
+        .as_deref()
+        .is_some_and(|m| m.contains(".so") || m.starts_with('['))
+        || super::super::ownframe::is_system(f)
+}
+
+fn cpu_split(hot: &[Hotspot]) -> (f64, f64, Vec<(String, f64)>) {
+    let (mut lib, mut all) = (0.0, 0.0);
+    let mut own = Vec::new();
+    for h in hot {
+        let f = Frame {
+            function: h.function.clone(),
+            module: h.module.clone(),
+            file: h.location.clone(),
+            line: None,
+            kind: FrameKind::User,
+            inlined: false,
+        };
+        all += h.self_cpu_time_ms;
+        if is_library(&f) {
+            lib += h.self_cpu_time_ms;
+        } else if h.self_cpu_time_ms > 0.0 {
+            own.push((
+                call_site(&h.function, h.location.as_deref()),
+                h.self_cpu_time_ms,
+            ));
+        }
+    }
+    own.sort_by(|a, b| b.1.total_cmp(&a.1));
+    own.truncate(3);
+    (lib, all, own)
+}
+
+fn is_socket(k: ResourceKind) -> bool {
+    matches!(
+        k,
+        ResourceKind::SocketTcp | ResourceKind::SocketUdp | ResourceKind::SocketUnix
+    )
+}
+
+/// Socket peers, from the waits (`ResourceUse`) and the socket traffic.
+fn peers(p: &SampledProfile, uses: &[ResourceUse]) -> Vec<Peer> {
+    let mut out: Vec<Peer> = Vec::new();
+    let mut at: HashMap<(i32, String), usize> = HashMap::new();
+    for u in uses.iter().filter(|u| is_socket(u.kind)) {
+        at.insert((u.pid, u.name.clone()), out.len());
+        out.push(Peer {
+            name: u.service.clone().unwrap_or_else(|| u.name.clone()),
+            address: u.name.clone(),
+            role: Some(u.role),
+            pid: u.pid,
+            wait_ms: u.critical_ms.unwrap_or(u.blocked_ms),
+            wait_critical: u.critical_ms.is_some(),
+            intervals: u.intervals,
+            round_trips: u.round_trips,
+            connections: u.connections,
+            calls: u.calls,
+            bytes: u.bytes_sent.zip(u.bytes_received).map(|(s, r)| s + r),
+            waits: Vec::new(),
+        });
+    }
+    // Traffic the resource rows do not carry yet comes from the sockets themselves.
+    let mut traffic: HashMap<usize, (u64, u64, u64, u64)> = HashMap::new();
+    for s in &p.sockets {
+        let Some(r) = s.resource.and_then(|i| p.resources.get(i as usize)) else {
+            continue;
+        };
+        let key = (s.pid, r.name.clone());
+        let i = *at.entry(key).or_insert_with(|| {
+            out.push(Peer {
+                name: r.service.clone().unwrap_or_else(|| r.name.clone()),
+                address: r.name.clone(),
+                role: None,
+                pid: s.pid,
+                ..Peer::default()
+            });
+            out.len() - 1
+        });
+        let t = traffic.entry(i).or_default();
+        t.0 += s.round_trips;
+        t.1 += u64::from(s.connected);
+        t.2 += s.sends + s.recvs;
+        t.3 += s.bytes_sent + s.bytes_received;
+    }
+    if p.sockets_recorded {
+        for (i, peer) in out.iter_mut().enumerate() {
+            let t = traffic.get(&i).copied().unwrap_or_default();
+            peer.round_trips = peer.round_trips.or(Some(t.0));
+            peer.connections = peer.connections.or(Some(t.1));
+            peer.calls = peer.calls.or(Some(t.2));
+            peer.bytes = peer.bytes.or(Some(t.3));
+        }
+    }
+    for w in &p.waits {
+        let (Some(r), Some(s)) = (
+            w.resource.and_then(|i| p.resources.get(i as usize)),
+            p.samples.get(w.sample as usize),
+        ) else {
+            continue;
+        };
+        if let Some(&i) = at.get(&(r.pid, r.name.clone())) {
+            out[i]
+                .waits
+                .push((s.time_ns, s.time_ns.saturating_add(s.weight_ns)));
+        }
+    }
+    out
+}
+
+fn file_reads(p: &SampledProfile) -> Vec<FileFact> {
+    p.file_reads
+        .iter()
+        .map(|f| FileFact {
+            path: f
+                .path
+                .clone()
+                .unwrap_or_else(|| format!("inode {} on device {}", f.ino, f.dev)),
+            pid: f.pid,
+            calls: f.calls,
+            pages_read: f.pages_read,
+            extent_pages: f.extent_pages,
+        })
+        .collect()
+}
+
+/// The frames of a stack, leaf first.
+fn frames_of(p: &SampledProfile, leaf: Option<u32>) -> Vec<&Frame> {
+    let mut out = Vec::new();
+    let mut cur = leaf;
+    while let Some(i) = cur {
+        let Some(n) = p.stacks.get(i as usize) else {
+            break;
+        };
+        if let Some(f) = p.frames.get(n.frame as usize) {
+            out.push(f);
+        }
+        cur = n.parent;
+    }
+    out
+}
+
+/// Off-CPU time inside fsync/fdatasync/sync_file_range, per file.
+fn syncs(p: &SampledProfile) -> Vec<SyncFact> {
+    let mut by: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for w in &p.waits {
+        let (Some(r), Some(s)) = (
+            w.resource.and_then(|i| p.resources.get(i as usize)),
+            p.samples.get(w.sample as usize),
+        ) else {
+            continue;
+        };
+        let is_sync = frames_of(p, s.stack).iter().any(|f| {
+            let n = f.function.as_str();
+            n.contains("fsync") || n.contains("fdatasync") || n.contains("sync_file_range")
+        });
+        if is_sync {
+            let e = by.entry(r.name.clone()).or_default();
+            e.0 += 1;
+            e.1 += s.weight_ns;
+        }
+    }
+    by.into_iter()
+        .map(|(path, (n, ns))| SyncFact {
+            path,
+            intervals: n,
+            ms: super::super::steps::ms(ns),
+        })
+        .collect()
+}
+
+/// The RSS timeline of the profiled run, or else of the longest counted run.
+fn rss(profiled: Option<&RunMeasurement>, runs: &[&RunMeasurement]) -> Option<RssSeries> {
+    let series = |source: String, r: &RunMeasurement| RssSeries {
+        source,
+        points: r.timeline.iter().map(|t| (t.t_ms, t.rss_kb)).collect(),
+    };
+    if let Some(r) = profiled.filter(|r| r.timeline.len() >= 5) {
+        return Some(series("the profiled run".into(), r));
+    }
+    runs.iter()
+        .filter(|r| r.timeline.len() >= 2)
+        .max_by_key(|r| r.timeline.len())
+        .map(|r| series(format!("baseline run {}", r.index), r))
+}
+
+/// Who ended the lock waits: the waker thread and its own code's frame.
+fn lock_holders(p: &SampledProfile) -> Vec<(String, f64)> {
+    let mut by: HashMap<String, u64> = HashMap::new();
+    for s in &p.samples {
+        if s.kind == SampleKind::OnCpu {
+            continue;
+        }
+        let Some(wk) = &s.waker else { continue };
+        let mut frames = frames_of(p, s.stack);
+        frames.reverse();
+        if categorize(s.kind, &frames) != WaitCategory::Lock {
+            continue;
+        }
+        let own = frames_of(p, wk.stack)
+            .into_iter()
+            .find(|f| !is_library(f) && !super::super::calltree::is_plumbing(&f.function));
+        let thread = super::super::calltree::thread_name(p, wk.pid, wk.tid);
+        let who = match own {
+            Some(f) => format!(
+                "{} in thread {thread}",
+                call_site(&f.function, f.location().as_deref())
+            ),
+            None => format!("thread {thread}"),
+        };
+        *by.entry(who).or_default() += s.weight_ns;
+    }
+    let mut v: Vec<(String, f64)> = by
+        .into_iter()
+        .map(|(k, ns)| (k, super::super::steps::ms(ns)))
+        .collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    v
+}
+
+/// A function's on-CPU samples by the user's source line nearest to the leaf.
+fn hot_lines(p: &SampledProfile, function: &str) -> HotLines {
+    let mut by: HashMap<String, u64> = HashMap::new();
+    let (mut all, mut lib) = (0u64, 0u64);
+    for s in p.samples.iter().filter(|s| s.kind == SampleKind::OnCpu) {
+        let frames = frames_of(p, s.stack);
+        let Some(at) = frames.iter().position(|f| f.function == function) else {
+            continue;
+        };
+        all += s.weight_ns;
+        if frames.first().is_some_and(|f| is_library(f)) {
+            lib += s.weight_ns;
+        }
+        let own = frames[..=at]
+            .iter()
+            .find(|f| !is_library(f) && f.line.is_some())
+            .and_then(|f| f.location());
+        if let Some(l) = own {
+            *by.entry(l).or_default() += s.weight_ns;
+        }
+    }
+    let mut lines: Vec<(String, u64)> = by.into_iter().collect();
+    lines.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    HotLines {
+        function: function.to_string(),
+        cpu_ms: super::super::steps::ms(all),
+        library_ms: super::super::steps::ms(lib),
+        lines: lines
+            .into_iter()
+            .take(3)
+            .map(|(l, ns)| (l, super::super::steps::ms(ns)))
+            .collect(),
+    }
+}

@@ -1,0 +1,180 @@
+//! Why-chains that move toward a cause. Each top bottleneck's chain keeps its measured
+//! first links (its share of the wall time, the kind of wait), then answers "why?"
+//! down the evidence: which resource held the time → how many round trips × their
+//! typical latency → from which call site → the pattern a confirmed suspicion found
+//! (or, for CPU time, in which of the user's lines). Links that only restated the step's
+//! own figures ("all of its N ms is its own code") are dropped.
+
+use super::super::bottleneck::Bottleneck;
+use super::facts::{Facts, StepFact};
+use super::site;
+use super::types::Finding;
+
+/// Rewrite the bottlenecks' why-chains from the facts and the findings.
+pub fn rewrite(f: &Facts, found: &[Finding], top: &mut [Bottleneck]) {
+    for b in top {
+        b.why_chain = chain(f, found, b);
+    }
+}
+
+fn related(step: &str, other: &str) -> bool {
+    step == other
+        || step.starts_with(&format!("{other}."))
+        || other.starts_with(&format!("{step}."))
+}
+
+fn chain(f: &Facts, found: &[Finding], b: &Bottleneck) -> Vec<String> {
+    let old = &b.why_chain;
+    let mut why: Vec<String> = old.iter().take(2).cloned().collect();
+    let step = f.step(&b.step);
+    let resource = step.and_then(|s| resource_links(f, s, &mut why));
+    // The confirmed suspicions that explain it: on its resource, or on its steps.
+    let mut explained = false;
+    for x in found.iter().filter(|x| x.confirmed()) {
+        let on_resource = resource.is_some() && x.resource == resource;
+        let on_step = x
+            .suspicion
+            .affected_steps
+            .iter()
+            .any(|s| related(s, &b.step));
+        if on_resource || on_step {
+            if !x.suspicion.location.is_empty() && x.suspicion.location != "the run" {
+                let at = format!("it is made from {}", x.suspicion.location);
+                if !why.contains(&at) {
+                    why.push(at);
+                }
+            }
+            why.push(format!(
+                "the pattern: {} ({})",
+                x.suspicion.description, x.suspicion.evidence
+            ));
+            explained = true;
+        }
+    }
+    for link in old.iter().skip(2) {
+        if !link.starts_with("all of its ") {
+            why.push(link.clone());
+        }
+    }
+    if !explained
+        && b.class == crate::analyse::Classification::Cpu
+        && let Some(l) = cpu_lines(f, &b.function)
+    {
+        why.push(l);
+    }
+    why
+}
+
+/// The resource that held most of the step's time and its round trips, when it is a
+/// notable part; returns the resource's name.
+fn resource_links(f: &Facts, s: &StepFact, why: &mut Vec<String>) -> Option<String> {
+    let r = s
+        .resources
+        .iter()
+        .max_by(|a, b| site::wait_of(a).total_cmp(&site::wait_of(b)))?;
+    let wait = site::wait_of(r);
+    if wait * 10.0 < s.wall_ms {
+        return None;
+    }
+    why.push(format!(
+        "{} of it ({:.1}% of wall) was blocked on {} {} in {} waits",
+        site::ms(wait),
+        f.share(wait),
+        site::role_word(r.role),
+        r.name,
+        r.intervals
+    ));
+    if let Some(n) = r.round_trips.filter(|&n| n > 0) {
+        let conns = r
+            .connections
+            .map(|c| format!(" over {c} connection{}", if c == 1 { "" } else { "s" }))
+            .unwrap_or_default();
+        why.push(format!(
+            "because it made {n} round trips to {}{conns}, {} each",
+            r.name,
+            site::ms(wait / n as f64)
+        ));
+    }
+    Some(r.name.clone())
+}
+
+/// Where a function's CPU time went, line by line, when no pattern explains it.
+fn cpu_lines(f: &Facts, function: &str) -> Option<String> {
+    let h = f.hot_lines.iter().find(|h| h.function == function)?;
+    if h.cpu_ms <= 0.0 {
+        return None;
+    }
+    let lines: Vec<String> = h
+        .lines
+        .iter()
+        .map(|(at, ms)| format!("{at} {:.1}%", ms * 100.0 / h.cpu_ms))
+        .collect();
+    let lib = h.library_ms * 100.0 / h.cpu_ms;
+    Some(if lines.is_empty() {
+        format!("no I/O pattern explains it: computation, {lib:.1}% of it in library code")
+    } else {
+        format!(
+            "no I/O pattern explains it: computation, in the lines {} ({lib:.1}% of it in \
+             library code)",
+            lines.join(", ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::Classification;
+    use super::super::site::testing::*;
+    use super::super::types::{SuspicionCategory as C, SuspicionVerdict as V};
+    use super::*;
+
+    #[test]
+    fn the_chain_goes_from_share_to_resource_to_round_trips_to_the_pattern() {
+        let mut f = facts(1000.0);
+        let mut s = step("1.1", "fetch_user (app.c:12)", 820.0);
+        s.resources = vec![res("postgres:5432", 800.0, Some(40), Some(1))];
+        f.steps = vec![s];
+        let found = vec![
+            Finding::new(
+                C::Architecture,
+                V::Confirmed,
+                "fetch_user (app.c:12)".into(),
+                "N+1: 40 sequential round trips to postgres:5432".into(),
+                "40 round trips × 20.0 ms".into(),
+                "n",
+            )
+            .steps(vec!["1.1".into()])
+            .on("postgres:5432"),
+        ];
+        let mut b = vec![Bottleneck {
+            step: "1.1".into(),
+            function: "fetch_user".into(),
+            in_function: None,
+            location: None,
+            module: None,
+            class: Classification::IoDb,
+            share: 82.0,
+            description: String::new(),
+            why_chain: vec![
+                "the run waited 820 ms for it".into(),
+                "that time was: db 800 ms".into(),
+                "all of its 820 ms is its own code: it calls nothing".into(),
+            ],
+        }];
+        rewrite(&f, &found, &mut b);
+        let w = &b[0].why_chain;
+        assert_eq!(w.len(), 6, "{w:#?}");
+        assert!(
+            w[2].contains("blocked on service postgres:5432"),
+            "{}",
+            w[2]
+        );
+        assert!(w[3].contains("40 round trips to postgres:5432 over 1 connection, 20.0 ms each"));
+        assert_eq!(w[4], "it is made from fetch_user (app.c:12)");
+        assert!(w[5].starts_with("the pattern: N+1"));
+        // No link repeats another.
+        for (i, l) in w.iter().enumerate() {
+            assert!(!w[..i].contains(l));
+        }
+    }
+}
