@@ -36,8 +36,15 @@ pub struct Facts {
     /// The profiled run's context switches, when measured.
     pub involuntary_cs: Option<u64>,
     pub voluntary_cs: Option<u64>,
+    /// Summed thread time per wait category key, and in all, ms: what the threads did,
+    /// on the critical path or not (lock waits ended by a profiled holder are followed
+    /// to it on the critical path, so contention shows here).
+    pub thread_waits_ms: BTreeMap<String, f64>,
+    pub thread_ms: f64,
     /// Who ended lock waits (the waker's own code), with the lock-wait time it ended, ms.
     pub lock_holders: Vec<(String, f64)>,
+    /// Where threads waited on locks (their own code nearest the wait), ms, most first.
+    pub lock_waiters: Vec<(String, f64)>,
     /// Whether wake-ups were recorded (a lock's holder can be known).
     pub wakers_recorded: bool,
     /// On-CPU self time in library code (shared objects, the kernel, Rust's std) and in
@@ -171,7 +178,10 @@ impl Facts {
             rss: rss(profiled, runs),
             involuntary_cs: profiled.map(|r| r.involuntary_cs),
             voluntary_cs: profiled.map(|r| r.voluntary_cs),
-            lock_holders: lock_holders(p),
+            thread_waits_ms: a.thread_wait_breakdown_ms.clone(),
+            thread_ms: a.thread_time_ms,
+            lock_holders: lock_waits(p, true),
+            lock_waiters: lock_waits(p, false),
             wakers_recorded: p.wakers_recorded,
             cpu_library_ms,
             cpu_total_ms,
@@ -393,7 +403,13 @@ fn syncs(p: &SampledProfile) -> Vec<SyncFact> {
 fn rss(profiled: Option<&RunMeasurement>, runs: &[&RunMeasurement]) -> Option<RssSeries> {
     let series = |source: String, r: &RunMeasurement| RssSeries {
         source,
-        points: r.timeline.iter().map(|t| (t.t_ms, t.rss_kb)).collect(),
+        // A point before the process had mapped anything is no measurement of it.
+        points: r
+            .timeline
+            .iter()
+            .filter(|t| t.rss_kb > 0)
+            .map(|t| (t.t_ms, t.rss_kb))
+            .collect(),
     };
     if let Some(r) = profiled.filter(|r| r.timeline.len() >= 5) {
         return Some(series("the profiled run".into(), r));
@@ -404,38 +420,80 @@ fn rss(profiled: Option<&RunMeasurement>, runs: &[&RunMeasurement]) -> Option<Rs
         .map(|r| series(format!("baseline run {}", r.index), r))
 }
 
-/// Who ended the lock waits: the waker thread and its own code's frame.
-fn lock_holders(p: &SampledProfile) -> Vec<(String, f64)> {
-    let mut by: HashMap<String, u64> = HashMap::new();
+/// Lock-wait time by who ended it (`holders`) or by where it was waited (the waiting
+/// thread's own code). The holder is the waker thread's own code: from the waker's
+/// stack when recorded, else from that thread's last on-CPU sample before the wake-up
+/// (within [`HOLDER_WINDOW_NS`]): what it was running while the waiters queued. Waits
+/// nobody profiled ended are left out of the holders.
+fn lock_waits(p: &SampledProfile, holders: bool) -> Vec<(String, f64)> {
+    let on_cpu = on_cpu_by_thread(p);
+    let mut by: HashMap<String, (u64, std::collections::BTreeSet<i32>)> = HashMap::new();
     for s in &p.samples {
         if s.kind == SampleKind::OnCpu {
             continue;
         }
-        let Some(wk) = &s.waker else { continue };
         let mut frames = frames_of(p, s.stack);
         frames.reverse();
         if categorize(s.kind, &frames) != WaitCategory::Lock {
             continue;
         }
-        let own = frames_of(p, wk.stack)
+        let (tid, stack) = match (&s.waker, holders) {
+            (Some(wk), true) => (
+                wk.tid,
+                wk.stack
+                    .or_else(|| last_on_cpu(&on_cpu, wk.tid, wk.time_ns)),
+            ),
+            (None, true) => continue,
+            (_, false) => (s.tid, s.stack),
+        };
+        let own = frames_of(p, stack)
             .into_iter()
             .find(|f| !is_library(f) && !super::super::calltree::is_plumbing(&f.function));
-        let thread = super::super::calltree::thread_name(p, wk.pid, wk.tid);
-        let who = match own {
-            Some(f) => format!(
-                "{} in thread {thread}",
-                call_site(&f.function, f.location().as_deref())
-            ),
-            None => format!("thread {thread}"),
-        };
-        *by.entry(who).or_default() += s.weight_ns;
+        let who = own.map_or_else(
+            || "an unknown frame".to_string(),
+            |f| call_site(&f.function, f.location().as_deref()),
+        );
+        let e = by.entry(who).or_default();
+        e.0 += s.weight_ns;
+        e.1.insert(tid);
     }
     let mut v: Vec<(String, f64)> = by
         .into_iter()
-        .map(|(k, ns)| (k, super::super::steps::ms(ns)))
+        .map(|(k, (ns, tids))| {
+            let k = if holders {
+                let n = tids.len();
+                format!("{k} on {n} thread{}", if n == 1 { "" } else { "s" })
+            } else {
+                k
+            };
+            (k, super::super::steps::ms(ns))
+        })
         .collect();
     v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     v
+}
+
+/// How far before a wake-up the waker's last on-CPU sample may lie to stand for what
+/// it was running.
+pub const HOLDER_WINDOW_NS: u64 = 20_000_000;
+
+/// Each thread's on-CPU samples as (time, stack), in time order.
+fn on_cpu_by_thread(p: &SampledProfile) -> HashMap<i32, Vec<(u64, Option<u32>)>> {
+    let mut by: HashMap<i32, Vec<(u64, Option<u32>)>> = HashMap::new();
+    for s in p.samples.iter().filter(|s| s.kind == SampleKind::OnCpu) {
+        by.entry(s.tid).or_default().push((s.time_ns, s.stack));
+    }
+    for v in by.values_mut() {
+        v.sort_unstable_by_key(|x| x.0);
+    }
+    by
+}
+
+fn last_on_cpu(by: &HashMap<i32, Vec<(u64, Option<u32>)>>, tid: i32, t: u64) -> Option<u32> {
+    let v = by.get(&tid)?;
+    let i = v.partition_point(|x| x.0 <= t);
+    let (at, stack) = *v.get(i.checked_sub(1)?)?;
+    (t - at <= HOLDER_WINDOW_NS).then_some(stack).flatten()
 }
 
 /// A function's on-CPU samples by the user's source line nearest to the leaf.

@@ -1,25 +1,33 @@
-//! Lock contention: threads blocked on locks (futexes) on the critical path. Confirmed
-//! at [`MIN_SHARE_PCT`] of the wall time or more, naming the holder when wake-ups were
-//! recorded (the thread, and its own code, that woke the waiters: who released the
-//! lock); dismissed below. Reported in the schema's `other` category, which has no
-//! lock entry.
+//! Lock contention: threads blocked on locks (futexes). Judged on the summed thread
+//! time, not the critical path: a lock wait that a profiled holder ended is followed to
+//! the holder's work on the path, so contention shows as the waiters' time. Confirmed
+//! when lock waits hold at least [`MIN_SHARE_PCT`] of the thread time, naming where the
+//! threads waited and, when wake-ups were recorded, the holder (the thread, and its own
+//! code, that woke the waiters: who released the lock); dismissed below. Reported in
+//! the schema's `other` category, which has no lock entry.
 
 use super::facts::Facts;
-use super::site::{self, deepest, ids};
+use super::site;
 use super::types::{Finding, RuleOutput, SuspicionCategory as C, SuspicionVerdict as V};
 
 pub const MIN_SHARE_PCT: f64 = 5.0;
 
-const NOTE: &str = "lock contention: futex waits on the critical path, the holder from who \
-                    woke the waiters (sched:sched_waking); confirmed at ≥ 5% of wall";
+const NOTE: &str = "lock contention: futex waits in the summed thread time, where they were \
+                    waited and who woke the waiters (sched:sched_waking); confirmed at ≥ 5% \
+                    of thread time";
 
 pub fn check(f: &Facts) -> RuleOutput {
-    let lock = f.wait("lock");
-    let share = f.share(lock);
+    let lock = f.thread_waits_ms.get("lock").copied().unwrap_or(0.0);
+    let share = if f.thread_ms > 0.0 {
+        lock * 100.0 / f.thread_ms
+    } else {
+        0.0
+    };
     let mut out = RuleOutput::default();
     let evidence = format!(
-        "threads waited {} on locks: {share:.1}% of wall",
-        site::ms(lock)
+        "threads waited {} on locks: {share:.1}% of the {} they ran for in all",
+        site::ms(lock),
+        site::ms(f.thread_ms)
     );
     if share < MIN_SHARE_PCT {
         out.findings.push(Finding::new(
@@ -34,7 +42,7 @@ pub fn check(f: &Facts) -> RuleOutput {
     }
     let holder = match (f.lock_holders.first(), f.wakers_recorded) {
         (Some((who, ms)), _) => format!(
-            "; released mostly by {who} (ended {} of the waits)",
+            "; released mostly by {who} (the wakers' code; ended {} of the waits)",
             site::ms(*ms)
         ),
         (None, true) => "; no profiled thread woke the waiters".into(),
@@ -44,10 +52,14 @@ pub fn check(f: &Facts) -> RuleOutput {
             String::new()
         }
     };
-    let site = deepest(f, |s| {
-        s.waits_ms.get("lock").copied().unwrap_or(0.0) * 2.0 >= lock
-    });
-    let at = site.map_or_else(|| "the run".to_string(), |s| s.call_site.clone());
+    let at = f
+        .lock_waiters
+        .first()
+        .map_or_else(|| "the run".to_string(), |(w, _)| w.clone());
+    let function = |x: &str| x.split(" (").next().unwrap_or("").to_string();
+    let steps = site::deepest(f, |s| function(&s.call_site) == function(&at))
+        .map(|s| vec![s.id.clone()])
+        .unwrap_or_default();
     out.findings.push(
         Finding::new(
             C::Other,
@@ -57,13 +69,15 @@ pub fn check(f: &Facts) -> RuleOutput {
             format!("{evidence}{holder}"),
             NOTE,
         )
-        .steps(ids(&site.into_iter().collect::<Vec<_>>()))
+        .steps(steps)
         .advice(
             format!(
-                "shorten the critical section the waiters at {at} queue for, or split the lock"
+                "shorten the critical section the threads at {at} queue for, or split the lock"
             ),
-            Some(share),
-            format!("at most the {share:.1}% of wall blocked on locks"),
+            None,
+            "the waits are followed to the holders' work on the critical path; how much \
+             would overlap without the lock is not measured"
+                .into(),
         ),
     );
     out
@@ -75,25 +89,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn contention_names_its_holder() {
+    fn contention_names_where_it_waits_and_its_holder() {
         let mut f = facts(1000.0);
-        f.waits_ms.insert("lock".into(), 400.0);
+        f.thread_ms = 4000.0;
+        f.thread_waits_ms.insert("lock".into(), 2900.0);
         f.wakers_recorded = true;
-        f.lock_holders = vec![("update (w.c:20) in thread worker (12)".into(), 380.0)];
-        let mut s = step("1.1", "worker_loop (w.c:30)", 600.0);
-        s.waits_ms.insert("lock".into(), 390.0);
-        f.steps = vec![s];
+        f.lock_holders = vec![("update (w.c:20) on 3 threads".into(), 2800.0)];
+        f.lock_waiters = vec![("worker (w.c:17)".into(), 2900.0)];
+        f.steps = vec![step("1.1", "worker (w.c:17)", 600.0)];
         let out = check(&f);
         let s = &out.findings[0].suspicion;
         assert_eq!(s.verdict, V::Confirmed);
-        assert_eq!(s.location, "worker_loop (w.c:30)");
-        assert!(s.evidence.contains("released mostly by update (w.c:20)"));
+        assert_eq!(s.location, "worker (w.c:17)");
+        assert_eq!(s.affected_steps, vec!["1.1".to_string()]);
+        assert!(
+            s.evidence.contains("72.5% of the 4000 ms"),
+            "{}",
+            s.evidence
+        );
+        assert!(
+            s.evidence
+                .contains("released mostly by update (w.c:20) on 3 threads")
+        );
     }
 
     #[test]
     fn little_lock_time_is_dismissed() {
         let mut f = facts(1000.0);
-        f.waits_ms.insert("lock".into(), 10.0);
+        f.thread_ms = 1000.0;
+        f.thread_waits_ms.insert("lock".into(), 10.0);
         assert_eq!(check(&f).findings[0].suspicion.verdict, V::Dismissed);
     }
 }

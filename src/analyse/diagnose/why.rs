@@ -5,6 +5,7 @@
 //! (or, for CPU time, in which of the user's lines). Links that only restated the step's
 //! own figures ("all of its N ms is its own code") are dropped.
 
+use super::super::Classification;
 use super::super::bottleneck::Bottleneck;
 use super::facts::{Facts, StepFact};
 use super::site;
@@ -14,6 +15,25 @@ use super::types::Finding;
 pub fn rewrite(f: &Facts, found: &[Finding], top: &mut [Bottleneck]) {
     for b in top {
         b.why_chain = chain(f, found, b);
+    }
+}
+
+/// Whether a suspicion's kind can explain time of this class (a run-queue suspicion
+/// does not explain a lock wait that shares its step).
+fn explains(x: &Finding, class: Classification) -> bool {
+    use super::types::SuspicionCategory as S;
+    use Classification as C;
+    let io = matches!(
+        class,
+        C::IoDb | C::IoNetwork | C::IoFile | C::External | C::Architecture
+    );
+    match x.suspicion.category {
+        S::Configuration => class == C::Cpu,
+        S::ResourceLifecycle | S::Memory => class == C::Memory,
+        S::Other => class == C::Lock,
+        S::Architecture | S::ConnectionManagement | S::AsyncPatterns => io,
+        S::DataFlow | S::RedundantWork => io || class == C::Cpu,
+        S::Gpu => class == C::Gpu,
     }
 }
 
@@ -37,9 +57,11 @@ fn chain(f: &Facts, found: &[Finding], b: &Bottleneck) -> Vec<String> {
             .affected_steps
             .iter()
             .any(|s| related(s, &b.step));
-        if on_resource || on_step {
-            if !x.suspicion.location.is_empty() && x.suspicion.location != "the run" {
-                let at = format!("it is made from {}", x.suspicion.location);
+        if (on_resource || on_step) && explains(x, b.class) {
+            let loc = &x.suspicion.location;
+            let elsewhere = !loc.starts_with(&format!("{} ", b.function)) && loc != &b.function;
+            if elsewhere && !loc.starts_with("the ") && x.resource.as_deref() != Some(loc) {
+                let at = format!("it happens at {loc}");
                 if !why.contains(&at) {
                     why.push(at);
                 }
@@ -51,14 +73,16 @@ fn chain(f: &Facts, found: &[Finding], b: &Bottleneck) -> Vec<String> {
             explained = true;
         }
     }
+    if let Some(l) = sync_link(f, b) {
+        why.push(l);
+    }
     for link in old.iter().skip(2) {
         if !link.starts_with("all of its ") {
             why.push(link.clone());
         }
     }
-    if !explained
-        && b.class == crate::analyse::Classification::Cpu
-        && let Some(l) = cpu_lines(f, &b.function)
+    if b.class == Classification::Cpu
+        && let Some(l) = cpu_lines(f, &b.function, explained)
     {
         why.push(l);
     }
@@ -98,8 +122,31 @@ fn resource_links(f: &Facts, s: &StepFact, why: &mut Vec<String>) -> Option<Stri
     Some(r.name.clone())
 }
 
+/// A bottleneck waiting in fsync: how many syncs of which file, how long each, against
+/// the norm for local storage.
+fn sync_link(f: &Facts, b: &Bottleneck) -> Option<String> {
+    if !b.in_function.as_deref().is_some_and(|x| x.contains("sync")) {
+        return None;
+    }
+    let s = f.syncs.iter().max_by(|a, b| a.ms.total_cmp(&b.ms))?;
+    let per = s.ms / s.intervals.max(1) as f64;
+    let norm = super::norms::FSYNC_LOCAL;
+    let verdict = if norm.holds(per) {
+        "each within the norm: the cost is how many syncs are made"
+    } else {
+        "each slower than the norm: the storage is slow or saturated"
+    };
+    Some(format!(
+        "because it synced {} to storage: {} waits of {} each ({verdict}, {})",
+        s.path,
+        s.intervals,
+        site::ms(per),
+        norm.range()
+    ))
+}
+
 /// Where a function's CPU time went, line by line, when no pattern explains it.
-fn cpu_lines(f: &Facts, function: &str) -> Option<String> {
+fn cpu_lines(f: &Facts, function: &str, explained: bool) -> Option<String> {
     let h = f.hot_lines.iter().find(|h| h.function == function)?;
     if h.cpu_ms <= 0.0 {
         return None;
@@ -110,12 +157,16 @@ fn cpu_lines(f: &Facts, function: &str) -> Option<String> {
         .map(|(at, ms)| format!("{at} {:.1}%", ms * 100.0 / h.cpu_ms))
         .collect();
     let lib = h.library_ms * 100.0 / h.cpu_ms;
+    let lead = if explained {
+        "its on-CPU time"
+    } else {
+        "no I/O pattern explains it: its on-CPU time is computation"
+    };
     Some(if lines.is_empty() {
-        format!("no I/O pattern explains it: computation, {lib:.1}% of it in library code")
+        format!("{lead}, {lib:.1}% of it in library code")
     } else {
         format!(
-            "no I/O pattern explains it: computation, in the lines {} ({lib:.1}% of it in \
-             library code)",
+            "{lead}, in the lines {} ({lib:.1}% of it in library code)",
             lines.join(", ")
         )
     })
@@ -123,7 +174,6 @@ fn cpu_lines(f: &Facts, function: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::Classification;
     use super::super::site::testing::*;
     use super::super::types::{SuspicionCategory as C, SuspicionVerdict as V};
     use super::*;
@@ -163,15 +213,15 @@ mod tests {
         }];
         rewrite(&f, &found, &mut b);
         let w = &b[0].why_chain;
-        assert_eq!(w.len(), 6, "{w:#?}");
+        assert_eq!(w.len(), 5, "{w:#?}");
         assert!(
             w[2].contains("blocked on service postgres:5432"),
             "{}",
             w[2]
         );
         assert!(w[3].contains("40 round trips to postgres:5432 over 1 connection, 20.0 ms each"));
-        assert_eq!(w[4], "it is made from fetch_user (app.c:12)");
-        assert!(w[5].starts_with("the pattern: N+1"));
+        assert!(!w.iter().any(|l| l.contains("are made from")));
+        assert!(w[4].starts_with("the pattern: N+1"));
         // No link repeats another.
         for (i, l) in w.iter().enumerate() {
             assert!(!w[..i].contains(l));

@@ -10,7 +10,8 @@
 //!   operation, what such an operation normally takes (`norms`), and no confirmed
 //!   suspicion concerns it;
 //! - `already_optimized`: at least 80% of the wall on a CPU, at least half of that CPU
-//!   time in library code, and no confirmed suspicion.
+//!   time in library code, and no confirmed suspicion about the code (run-queue waits
+//!   are the machine's).
 
 use super::super::resources::ResourceRole;
 use super::facts::Facts;
@@ -61,19 +62,24 @@ pub fn indicators(
     if f.share(cpu) >= 80.0
         && f.cpu_total_ms > 0.0
         && f.cpu_library_ms * 2.0 >= f.cpu_total_ms
-        && !found.iter().any(Finding::confirmed)
+        && !found.iter().any(|x| x.confirmed() && !environment(x))
     {
         out.push(WrongToolEvidence {
             indicator: W::AlreadyOptimized,
             evidence: format!(
                 "{:.1}% of wall on a CPU, {:.1}% of the CPU time in library code, and no \
-                 confirmed suspicion",
+                 confirmed suspicion about the code",
                 f.share(cpu),
                 f.cpu_library_ms * 100.0 / f.cpu_total_ms
             ),
         });
     }
     out
+}
+
+/// A confirmed suspicion about the machine, not the code (run-queue waits).
+fn environment(x: &Finding) -> bool {
+    x.suspicion.category == super::types::SuspicionCategory::Configuration
 }
 
 /// The heaviest resource's per-operation time against the norms' table.
