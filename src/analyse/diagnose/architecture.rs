@@ -47,8 +47,11 @@ fn n_plus_one(f: &Facts, out: &mut RuleOutput) {
                 let wait = r.map_or(p.wait_ms, site::wait_of);
                 n_plus_one_at(f, p, n, wait, &s.call_site, vec![s.id.clone()])
             }
-            // Per-step round trips not recorded: the peer is all that can be named.
-            None => n_plus_one_at(f, p, total, p.wait_ms, &p.name, Vec::new()),
+            // Per-step round trips not recorded: the call site of the blocked calls.
+            None => {
+                let (at, steps) = site::peer_site(f, p, |_| false);
+                n_plus_one_at(f, p, total, p.wait_ms, &at, steps)
+            }
         };
         out.findings.push(found);
     }

@@ -6,7 +6,7 @@
 //! [`MIN_CONNECTIONS`] round trips).
 
 use super::facts::{Facts, Peer};
-use super::site::{self, deepest, ids, resource_of};
+use super::site::{self, resource_of};
 use super::types::{Finding, RuleOutput, SuspicionCategory as C, SuspicionVerdict as V};
 
 /// Fewer connections than this to one peer are no pattern.
@@ -51,10 +51,9 @@ pub fn check(f: &Facts) -> RuleOutput {
 }
 
 fn per_request(f: &Facts, p: &Peer, rt: u64, c: u64) -> Finding {
-    let site = deepest(f, |s| {
+    let (location, steps) = site::peer_site(f, p, |s| {
         resource_of(s, p).is_some_and(|r| r.connections.unwrap_or(0) * 10 >= c * 9)
     });
-    let location = site.map_or_else(|| p.name.clone(), |s| s.call_site.clone());
     let share = f.share(p.wait_ms);
     // Keeping one connection leaves one handshake: at most the share of the waits on
     // the peer that the other connections carried.
@@ -73,7 +72,7 @@ fn per_request(f: &Facts, p: &Peer, rt: u64, c: u64) -> Finding {
         ),
         NOTE,
     )
-    .steps(ids(&site.into_iter().collect::<Vec<_>>()))
+    .steps(steps)
     .advice(
         format!(
             "reuse one connection to {} (keep-alive or a connection pool) instead of \

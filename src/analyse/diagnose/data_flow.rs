@@ -8,7 +8,7 @@
 //!   File writes are not counted per call by the recording.
 
 use super::facts::Facts;
-use super::site::{self, deepest, ids, resource_of};
+use super::site::{self, resource_of};
 use super::types::{Finding, RuleOutput, SuspicionCategory as C, SuspicionVerdict as V};
 
 pub const MIN_CALLS: u64 = 1000;
@@ -26,8 +26,7 @@ pub fn check(f: &Facts) -> RuleOutput {
             continue;
         };
         if calls >= MIN_CALLS && bytes < calls * SMALL_BYTES {
-            let site = deepest(f, |s| resource_of(s, p).is_some());
-            let at = site.map_or_else(|| p.name.clone(), |s| s.call_site.clone());
+            let (at, steps) = site::peer_site(f, p, |s| resource_of(s, p).is_some());
             let share = f.share(p.wait_ms);
             out.findings.push(
                 Finding::new(
@@ -43,7 +42,7 @@ pub fn check(f: &Facts) -> RuleOutput {
                     ),
                     NOTE,
                 )
-                .steps(ids(&site.into_iter().collect::<Vec<_>>()))
+                .steps(steps)
                 .advice(
                     format!("buffer the traffic to {} at {at} (write whole messages, read into a buffer)", p.name),
                     Some(share),

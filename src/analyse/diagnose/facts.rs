@@ -107,6 +107,9 @@ pub struct Peer {
     pub bytes: Option<u64>,
     /// The blocked intervals (start, end), ns since the run's start.
     pub waits: Vec<(u64, u64)>,
+    /// Where the waits were made: the user's own code nearest each blocked call
+    /// (`fetch (app.c:12)`), with its blocked time, ms, most first.
+    pub sites: Vec<(String, f64)>,
 }
 
 /// One file read through the page cache.
@@ -288,6 +291,7 @@ fn peers(p: &SampledProfile, uses: &[ResourceUse]) -> Vec<Peer> {
             calls: u.calls,
             bytes: u.bytes_sent.zip(u.bytes_received).map(|(s, r)| s + r),
             waits: Vec::new(),
+            sites: Vec::new(),
         });
     }
     // Traffic the resource rows do not carry yet comes from the sockets themselves.
@@ -322,6 +326,7 @@ fn peers(p: &SampledProfile, uses: &[ResourceUse]) -> Vec<Peer> {
             peer.bytes = peer.bytes.or(Some(t.3));
         }
     }
+    let mut sites: HashMap<(usize, String), u64> = HashMap::new();
     for w in &p.waits {
         let (Some(r), Some(s)) = (
             w.resource.and_then(|i| p.resources.get(i as usize)),
@@ -333,9 +338,27 @@ fn peers(p: &SampledProfile, uses: &[ResourceUse]) -> Vec<Peer> {
             out[i]
                 .waits
                 .push((s.time_ns, s.time_ns.saturating_add(s.weight_ns)));
+            if let Some(site) = own_site(p, s.stack) {
+                *sites.entry((i, site)).or_default() += s.weight_ns;
+            }
         }
     }
+    for ((i, site), ns) in sites {
+        out[i].sites.push((site, super::super::steps::ms(ns)));
+    }
+    for peer in &mut out {
+        peer.sites
+            .sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    }
     out
+}
+
+/// The user's own code nearest the leaf of a stack, as `function (file:line)`.
+fn own_site(p: &SampledProfile, stack: Option<u32>) -> Option<String> {
+    frames_of(p, stack)
+        .into_iter()
+        .find(|f| !is_library(f) && !super::super::calltree::is_plumbing(&f.function))
+        .map(|f| call_site(&f.function, f.location().as_deref()))
 }
 
 fn file_reads(p: &SampledProfile) -> Vec<FileFact> {

@@ -56,8 +56,7 @@ pub fn check(f: &Facts) -> RuleOutput {
         .lock_waiters
         .first()
         .map_or_else(|| "the run".to_string(), |(w, _)| w.clone());
-    let function = |x: &str| x.split(" (").next().unwrap_or("").to_string();
-    let steps = site::deepest(f, |s| function(&s.call_site) == function(&at))
+    let steps = site::deepest(f, |s| site::function(&s.call_site) == site::function(&at))
         .map(|s| vec![s.id.clone()])
         .unwrap_or_default();
     out.findings.push(

@@ -17,6 +17,39 @@ pub fn deepest(f: &Facts, pred: impl Fn(&StepFact) -> bool) -> Option<&StepFact>
     pick(true).or_else(|| pick(false))
 }
 
+/// Where a peer's traffic comes from: the deepest own step whose resources carry it
+/// (`carries`), else the user's code nearest its blocked calls (with the deepest step
+/// of that function), else the peer itself.
+pub fn peer_site(
+    f: &Facts,
+    p: &Peer,
+    carries: impl Fn(&StepFact) -> bool,
+) -> (String, Vec<String>) {
+    if let Some(s) = deepest(f, carries) {
+        return (s.call_site.clone(), vec![s.id.clone()]);
+    }
+    if let Some((site, _)) = p.sites.first() {
+        // A function folded into its caller's step is found through its bottleneck.
+        let steps = deepest(f, |s| function(&s.call_site) == function(site))
+            .map(|s| s.id.clone())
+            .or_else(|| {
+                f.top
+                    .iter()
+                    .find(|b| b.function == function(site))
+                    .map(|b| b.step.clone())
+            })
+            .into_iter()
+            .collect();
+        return (site.clone(), steps);
+    }
+    (p.name.clone(), Vec::new())
+}
+
+/// The function of a `function (file:line)` call site.
+pub fn function(call_site: &str) -> &str {
+    call_site.split(" (").next().unwrap_or(call_site)
+}
+
 /// Whether a step's resource is this peer (by service name or address).
 pub fn is_peer(r: &StepResource, p: &Peer) -> bool {
     r.name == p.name || r.name == p.address
@@ -53,7 +86,7 @@ pub fn role_word(r: super::super::resources::ResourceRole) -> &'static str {
         R::Listener => "listening socket",
         R::Pipe => "pipe",
         R::Device => "device",
-        R::Other => "resource",
+        R::Other => "",
     }
 }
 

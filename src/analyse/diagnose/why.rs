@@ -47,7 +47,13 @@ fn chain(f: &Facts, found: &[Finding], b: &Bottleneck) -> Vec<String> {
     let old = &b.why_chain;
     let mut why: Vec<String> = old.iter().take(2).cloned().collect();
     let step = f.step(&b.step);
-    let resource = step.and_then(|s| resource_links(f, s, &mut why));
+    // A resource explains waiting time, not a CPU-bound bottleneck's.
+    let waits = !matches!(b.class, Classification::Cpu | Classification::Memory);
+    let resource = step
+        .filter(|_| waits)
+        .and_then(|s| resource_links(f, s, &mut why))
+        .or_else(|| peer_links(f, b, &mut why).filter(|_| waits));
+    let per_trip = why.iter().any(|l| l.contains(" round trips to "));
     // The confirmed suspicions that explain it: on its resource, or on its steps.
     let mut explained = false;
     for x in found.iter().filter(|x| x.confirmed()) {
@@ -77,7 +83,10 @@ fn chain(f: &Facts, found: &[Finding], b: &Bottleneck) -> Vec<String> {
         why.push(l);
     }
     for link in old.iter().skip(2) {
-        if !link.starts_with("all of its ") {
+        // The round trips' latency says what the switch-out average said, and more.
+        let restated = link.starts_with("all of its ")
+            || (per_trip && link.starts_with("it was switched out "));
+        if !restated {
             why.push(link.clone());
         }
     }
@@ -101,10 +110,15 @@ fn resource_links(f: &Facts, s: &StepFact, why: &mut Vec<String>) -> Option<Stri
         return None;
     }
     why.push(format!(
-        "{} of it ({:.1}% of wall) was blocked on {} {} in {} waits",
+        "{} of it ({:.1}% of wall) was blocked on {}{}{} in {} waits",
         site::ms(wait),
         f.share(wait),
         site::role_word(r.role),
+        if site::role_word(r.role).is_empty() {
+            ""
+        } else {
+            " "
+        },
         r.name,
         r.intervals
     ));
@@ -120,6 +134,44 @@ fn resource_links(f: &Facts, s: &StepFact, why: &mut Vec<String>) -> Option<Stri
         ));
     }
     Some(r.name.clone())
+}
+
+/// Without per-step resources: the peer whose blocked calls were made from the
+/// bottleneck's function, its waits and its round trips; returns the peer's name.
+fn peer_links(f: &Facts, b: &Bottleneck, why: &mut Vec<String>) -> Option<String> {
+    if matches!(b.class, Classification::Cpu | Classification::Memory) {
+        return None;
+    }
+    let p = f
+        .peers
+        .iter()
+        .filter(|p| {
+            p.sites
+                .first()
+                .is_some_and(|(s, _)| site::function(s) == b.function)
+        })
+        .max_by(|x, y| x.wait_ms.total_cmp(&y.wait_ms))?;
+    let role = p.role.map_or("", site::role_word);
+    why.push(format!(
+        "{} ({:.1}% of wall) was blocked on {role}{}{} in {} waits",
+        site::ms(p.wait_ms),
+        f.share(p.wait_ms),
+        if role.is_empty() { "" } else { " " },
+        p.name,
+        p.intervals
+    ));
+    if let Some(n) = p.round_trips.filter(|&n| n > 0) {
+        let conns = p
+            .connections
+            .map(|c| format!(" over {c} connection{}", if c == 1 { "" } else { "s" }))
+            .unwrap_or_default();
+        why.push(format!(
+            "because it made {n} round trips to {}{conns}, {} each",
+            p.name,
+            site::ms(p.wait_ms / n as f64)
+        ));
+    }
+    Some(p.name.clone())
 }
 
 /// A bottleneck waiting in fsync: how many syncs of which file, how long each, against
