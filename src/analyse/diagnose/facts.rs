@@ -4,14 +4,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::profile::{Frame, FrameKind, ResourceKind, RunMeasurement, SampleKind, SampledProfile};
+use crate::profile::{Frame, FrameKind, ResourceKind, RunMeasurement, SampledProfile};
 
 use super::super::Analysis;
 use super::super::Hotspot;
 use super::super::bottleneck::Bottleneck;
-use super::super::classify::{WaitCategory, categorize};
 use super::super::resources::{ResourceRole, ResourceUse, StepResource};
 use super::super::steps::Step;
+use super::stacks::{self, frames_of};
 
 /// Everything the rules read.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -177,14 +177,14 @@ impl Facts {
             sockets_recorded: p.sockets_recorded,
             file_reads: file_reads(p),
             file_reads_recorded: p.file_reads_recorded,
-            syncs: syncs(p),
+            syncs: stacks::syncs(p),
             rss: rss(profiled, runs),
             involuntary_cs: profiled.map(|r| r.involuntary_cs),
             voluntary_cs: profiled.map(|r| r.voluntary_cs),
             thread_waits_ms: a.thread_wait_breakdown_ms.clone(),
             thread_ms: a.thread_time_ms,
-            lock_holders: lock_waits(p, true),
-            lock_waiters: lock_waits(p, false),
+            lock_holders: stacks::lock_waits(p, true),
+            lock_waiters: stacks::lock_waits(p, false),
             wakers_recorded: p.wakers_recorded,
             cpu_library_ms,
             cpu_total_ms,
@@ -193,7 +193,7 @@ impl Facts {
             hot_lines: a
                 .top_bottlenecks
                 .iter()
-                .map(|b| hot_lines(p, &b.function))
+                .map(|b| stacks::hot_lines(p, &b.function))
                 .collect(),
         }
     }
@@ -231,7 +231,7 @@ fn flatten(steps: &[Step], depth: usize, out: &mut Vec<StepFact>) {
 }
 
 /// A shared object's code (other than the program's own), the kernel or Rust's std.
-fn is_library(f: &Frame) -> bool {
+pub(super) fn is_library(f: &Frame) -> bool {
     f.module
         .as_deref()
         .is_some_and(|m| m.contains(".so") || m.starts_with('['))
@@ -354,7 +354,7 @@ fn peers(p: &SampledProfile, uses: &[ResourceUse]) -> Vec<Peer> {
 }
 
 /// The user's own code nearest the leaf of a stack, as `function (file:line)`.
-fn own_site(p: &SampledProfile, stack: Option<u32>) -> Option<String> {
+pub(super) fn own_site(p: &SampledProfile, stack: Option<u32>) -> Option<String> {
     frames_of(p, stack)
         .into_iter()
         .find(|f| !is_library(f) && !super::super::calltree::is_plumbing(&f.function))
@@ -373,51 +373,6 @@ fn file_reads(p: &SampledProfile) -> Vec<FileFact> {
             calls: f.calls,
             pages_read: f.pages_read,
             extent_pages: f.extent_pages,
-        })
-        .collect()
-}
-
-/// The frames of a stack, leaf first.
-fn frames_of(p: &SampledProfile, leaf: Option<u32>) -> Vec<&Frame> {
-    let mut out = Vec::new();
-    let mut cur = leaf;
-    while let Some(i) = cur {
-        let Some(n) = p.stacks.get(i as usize) else {
-            break;
-        };
-        if let Some(f) = p.frames.get(n.frame as usize) {
-            out.push(f);
-        }
-        cur = n.parent;
-    }
-    out
-}
-
-/// Off-CPU time inside fsync/fdatasync/sync_file_range, per file.
-fn syncs(p: &SampledProfile) -> Vec<SyncFact> {
-    let mut by: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    for w in &p.waits {
-        let (Some(r), Some(s)) = (
-            w.resource.and_then(|i| p.resources.get(i as usize)),
-            p.samples.get(w.sample as usize),
-        ) else {
-            continue;
-        };
-        let is_sync = frames_of(p, s.stack).iter().any(|f| {
-            let n = f.function.as_str();
-            n.contains("fsync") || n.contains("fdatasync") || n.contains("sync_file_range")
-        });
-        if is_sync {
-            let e = by.entry(r.name.clone()).or_default();
-            e.0 += 1;
-            e.1 += s.weight_ns;
-        }
-    }
-    by.into_iter()
-        .map(|(path, (n, ns))| SyncFact {
-            path,
-            intervals: n,
-            ms: super::super::steps::ms(ns),
         })
         .collect()
 }
@@ -441,115 +396,4 @@ fn rss(profiled: Option<&RunMeasurement>, runs: &[&RunMeasurement]) -> Option<Rs
         .filter(|r| r.timeline.len() >= 2)
         .max_by_key(|r| r.timeline.len())
         .map(|r| series(format!("baseline run {}", r.index), r))
-}
-
-/// Lock-wait time by who ended it (`holders`) or by where it was waited (the waiting
-/// thread's own code). The holder is the waker thread's own code: from the waker's
-/// stack when recorded, else from that thread's last on-CPU sample before the wake-up
-/// (within [`HOLDER_WINDOW_NS`]): what it was running while the waiters queued. Waits
-/// nobody profiled ended are left out of the holders.
-fn lock_waits(p: &SampledProfile, holders: bool) -> Vec<(String, f64)> {
-    let on_cpu = on_cpu_by_thread(p);
-    let mut by: HashMap<String, (u64, std::collections::BTreeSet<i32>)> = HashMap::new();
-    for s in &p.samples {
-        if s.kind == SampleKind::OnCpu {
-            continue;
-        }
-        let mut frames = frames_of(p, s.stack);
-        frames.reverse();
-        if categorize(s.kind, &frames) != WaitCategory::Lock {
-            continue;
-        }
-        let (tid, stack) = match (&s.waker, holders) {
-            (Some(wk), true) => (
-                wk.tid,
-                wk.stack
-                    .or_else(|| last_on_cpu(&on_cpu, wk.tid, wk.time_ns)),
-            ),
-            (None, true) => continue,
-            (_, false) => (s.tid, s.stack),
-        };
-        let own = frames_of(p, stack)
-            .into_iter()
-            .find(|f| !is_library(f) && !super::super::calltree::is_plumbing(&f.function));
-        let who = own.map_or_else(
-            || "an unknown frame".to_string(),
-            |f| call_site(&f.function, f.location().as_deref()),
-        );
-        let e = by.entry(who).or_default();
-        e.0 += s.weight_ns;
-        e.1.insert(tid);
-    }
-    let mut v: Vec<(String, f64)> = by
-        .into_iter()
-        .map(|(k, (ns, tids))| {
-            let k = if holders {
-                let n = tids.len();
-                format!("{k} on {n} thread{}", if n == 1 { "" } else { "s" })
-            } else {
-                k
-            };
-            (k, super::super::steps::ms(ns))
-        })
-        .collect();
-    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    v
-}
-
-/// How far before a wake-up the waker's last on-CPU sample may lie to stand for what
-/// it was running.
-pub const HOLDER_WINDOW_NS: u64 = 20_000_000;
-
-/// Each thread's on-CPU samples as (time, stack), in time order.
-fn on_cpu_by_thread(p: &SampledProfile) -> HashMap<i32, Vec<(u64, Option<u32>)>> {
-    let mut by: HashMap<i32, Vec<(u64, Option<u32>)>> = HashMap::new();
-    for s in p.samples.iter().filter(|s| s.kind == SampleKind::OnCpu) {
-        by.entry(s.tid).or_default().push((s.time_ns, s.stack));
-    }
-    for v in by.values_mut() {
-        v.sort_unstable_by_key(|x| x.0);
-    }
-    by
-}
-
-fn last_on_cpu(by: &HashMap<i32, Vec<(u64, Option<u32>)>>, tid: i32, t: u64) -> Option<u32> {
-    let v = by.get(&tid)?;
-    let i = v.partition_point(|x| x.0 <= t);
-    let (at, stack) = *v.get(i.checked_sub(1)?)?;
-    (t - at <= HOLDER_WINDOW_NS).then_some(stack).flatten()
-}
-
-/// A function's on-CPU samples by the user's source line nearest to the leaf.
-fn hot_lines(p: &SampledProfile, function: &str) -> HotLines {
-    let mut by: HashMap<String, u64> = HashMap::new();
-    let (mut all, mut lib) = (0u64, 0u64);
-    for s in p.samples.iter().filter(|s| s.kind == SampleKind::OnCpu) {
-        let frames = frames_of(p, s.stack);
-        let Some(at) = frames.iter().position(|f| f.function == function) else {
-            continue;
-        };
-        all += s.weight_ns;
-        if frames.first().is_some_and(|f| is_library(f)) {
-            lib += s.weight_ns;
-        }
-        let own = frames[..=at]
-            .iter()
-            .find(|f| !is_library(f) && f.line.is_some())
-            .and_then(|f| f.location());
-        if let Some(l) = own {
-            *by.entry(l).or_default() += s.weight_ns;
-        }
-    }
-    let mut lines: Vec<(String, u64)> = by.into_iter().collect();
-    lines.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    HotLines {
-        function: function.to_string(),
-        cpu_ms: super::super::steps::ms(all),
-        library_ms: super::super::steps::ms(lib),
-        lines: lines
-            .into_iter()
-            .take(3)
-            .map(|(l, ns)| (l, super::super::steps::ms(ns)))
-            .collect(),
-    }
 }

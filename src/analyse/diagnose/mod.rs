@@ -21,6 +21,7 @@ mod lock;
 pub mod norms;
 mod redundant;
 mod site;
+mod stacks;
 pub mod types;
 mod why;
 mod wrong_tool;
