@@ -34,6 +34,12 @@ fn frame(function: &str, module: &str, line: Option<u32>) -> Frame {
 /// A client whose `fetch` (app.c:12) makes 40 requests to python3:8081, each 1 ms on
 /// a CPU then 20 ms blocked in recv; `connections` sockets carry them.
 fn client(connections: u32) -> SampledProfile {
+    client_of(&[(8081, 40, connections)])
+}
+
+/// A client making, one peer after the other, `requests` requests to python3:PORT over
+/// `connections` sockets each (1 ms on a CPU, then 20 ms blocked in recv, per request).
+fn client_of(peers: &[(u16, u32, u32)]) -> SampledProfile {
     let mut p = SampledProfile {
         sampler: "hand-built".into(),
         frequency_hz: 1000.0,
@@ -70,68 +76,72 @@ fn client(connections: u32) -> SampledProfile {
             frame: 2,
         },
     ];
-    for c in 0..connections {
-        p.resources.push(Resource {
-            kind: ResourceKind::SocketTcp,
-            name: "127.0.0.1:8081".into(),
-            local: Some(format!("127.0.0.1:{}", 40000 + c)),
-            peer: Some("127.0.0.1:8081".into()),
-            pid: PID,
-            service: Some("python3:8081".into()),
-            peer_local: Some(true),
-        });
-    }
-    let per = 40 / connections as u64;
     let mut t = 0;
-    for i in 0..40u32 {
-        p.samples.push(ThreadSample {
-            pid: PID,
-            tid: PID,
-            time_ns: t,
-            stack: Some(1),
-            weight_ns: MS,
-            kind: SampleKind::OnCpu,
-            waker: None,
-        });
-        p.waits.push(WaitOn {
-            sample: p.samples.len() as u32,
-            fd: Some(5),
-            arg0: 5,
-            resource: Some(i % connections),
-        });
-        p.samples.push(ThreadSample {
-            pid: PID,
-            tid: PID,
-            time_ns: t + MS,
-            stack: Some(2),
-            weight_ns: 20 * MS,
-            kind: SampleKind::OffCpu {
-                state: WaitState::Sleeping,
-            },
-            waker: None,
-        });
-        t += 21 * MS;
+    for &(port, requests, connections) in peers {
+        let first = p.resources.len() as u32;
+        let start = t;
+        for c in 0..connections {
+            p.resources.push(Resource {
+                kind: ResourceKind::SocketTcp,
+                name: format!("127.0.0.1:{port}"),
+                local: Some(format!("127.0.0.1:{}", 40000 + first + c)),
+                peer: Some(format!("127.0.0.1:{port}")),
+                pid: PID,
+                service: Some(format!("python3:{port}")),
+                peer_local: Some(true),
+            });
+        }
+        for i in 0..requests {
+            p.samples.push(ThreadSample {
+                pid: PID,
+                tid: PID,
+                time_ns: t,
+                stack: Some(1),
+                weight_ns: MS,
+                kind: SampleKind::OnCpu,
+                waker: None,
+            });
+            p.waits.push(WaitOn {
+                sample: p.samples.len() as u32,
+                fd: Some(5),
+                arg0: 5,
+                resource: Some(first + i % connections),
+            });
+            p.samples.push(ThreadSample {
+                pid: PID,
+                tid: PID,
+                time_ns: t + MS,
+                stack: Some(2),
+                weight_ns: 20 * MS,
+                kind: SampleKind::OffCpu {
+                    state: WaitState::Sleeping,
+                },
+                waker: None,
+            });
+            t += 21 * MS;
+        }
+        let per = u64::from(requests / connections);
+        for c in 0..connections {
+            p.sockets.push(SocketTraffic {
+                pid: PID,
+                fd: 5,
+                resource: Some(first + c),
+                sends: per,
+                recvs: per,
+                bytes_sent: 100 * per,
+                bytes_received: 2000 * per,
+                round_trips: per,
+                connected: true,
+                sent_first: true,
+                first_ns: start,
+                last_ns: t,
+                protocol: Some(Protocol::Http),
+                turns: Vec::new(),
+            });
+        }
+        p.quality.samples += u64::from(requests);
+        p.quality.off_cpu_intervals += u64::from(requests);
     }
-    for c in 0..connections {
-        p.sockets.push(SocketTraffic {
-            pid: PID,
-            fd: 5,
-            resource: Some(c),
-            sends: per,
-            recvs: per,
-            bytes_sent: 100 * per,
-            bytes_received: 2000 * per,
-            round_trips: per,
-            connected: true,
-            sent_first: true,
-            first_ns: 0,
-            last_ns: t,
-            protocol: Some(Protocol::Http),
-            turns: Vec::new(),
-        });
-    }
-    p.quality.samples = 40;
-    p.quality.off_cpu_intervals = 40;
     p.wall_ms = t as f64 / 1e6;
     p
 }
@@ -242,4 +252,34 @@ fn keep_alive_dismisses_connection_management() {
             .contains("40 round trips to python3:8081 went over 1 connection")
     );
     insta::assert_snapshot!("keep_alive", diagnosis_sections(&md));
+}
+
+#[test]
+fn waits_on_two_peers_one_after_the_other_could_overlap() {
+    let (doc, _) = views(client_of(&[(8081, 20, 1), (8082, 20, 1)]));
+    let seq = doc["profile_result"]["suspicion_stack"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            s["description"]
+                .as_str()
+                .unwrap()
+                .starts_with("sequential waits")
+        })
+        .expect("sequential-waits suspicion");
+    assert_eq!(seq["verdict"], "confirmed", "{seq}");
+    let ev = seq["evidence"].as_str().unwrap();
+    assert!(
+        ev.contains("python3:8081 400 ms") && ev.contains("python3:8082 400 ms"),
+        "{ev}"
+    );
+    // Overlapping them saves at most the shorter: 400 of 840 ms.
+    let hint = doc["profile_result"]["optimization_hints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["suspicion"] == seq["id"])
+        .expect("its hint");
+    assert_eq!(hint["expected_gain_pct"], 47.6);
 }

@@ -9,6 +9,7 @@
 //!   under 5% of the smaller). Gain bound: overlapping them saves at most the sum less
 //!   the longest.
 
+use super::super::resources::ResourceRole;
 use super::facts::{Facts, Peer};
 use super::site::{self, deepest, ids, is_peer, overlap_ns, resource_of};
 use super::types::{Finding, RuleOutput, SuspicionCategory as C, SuspicionVerdict as V};
@@ -123,6 +124,8 @@ fn heavy_peers(f: &Facts) -> Vec<&Peer> {
         .peers
         .iter()
         .filter(|p| f.share(p.wait_ms) >= MIN_PEER_SHARE_PCT && !p.waits.is_empty())
+        // Waiting on a listening socket is waiting for clients, not on a peer.
+        .filter(|p| p.role != Some(ResourceRole::Listener))
         .collect();
     v.sort_by(|a, b| b.wait_ms.total_cmp(&a.wait_ms));
     v
@@ -219,7 +222,6 @@ fn sequential(f: &Facts, out: &mut RuleOutput) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::resources::ResourceRole;
     use super::super::site::testing::*;
     use super::*;
 

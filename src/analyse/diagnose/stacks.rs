@@ -1,4 +1,4 @@
-//! Evidence read from the profile's stacks for the diagnosis's [`Facts`]: syncs per
+//! Evidence read from the profile's stacks for the diagnosis's [`Facts`](super::facts::Facts): syncs per
 //! file, who held and who waited on locks, and a function's hot source lines.
 
 use std::collections::{BTreeMap, HashMap};
