@@ -7,10 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use crate::profile::{Frame, FrameKind, ResourceKind, RunMeasurement, SampledProfile};
 
 use super::super::Analysis;
-use super::super::Hotspot;
 use super::super::bottleneck::Bottleneck;
 use super::super::resources::{ResourceRole, ResourceUse, StepResource};
-use super::super::steps::Step;
+use super::super::steps::{Step, ms};
 use super::stacks::{self, frames_of};
 
 /// Everything the rules read.
@@ -47,12 +46,10 @@ pub struct Facts {
     pub lock_waiters: Vec<(String, f64)>,
     /// Whether wake-ups were recorded (a lock's holder can be known).
     pub wakers_recorded: bool,
-    /// On-CPU self time in library code (shared objects, the kernel, Rust's std) and in
-    /// all code, ms, from the hotspots.
+    /// On-CPU time in library code (shared objects, the kernel, Rust's std, not inlined
+    /// into the user's code) and in all code, ms.
     pub cpu_library_ms: f64,
     pub cpu_total_ms: f64,
-    /// The hottest on-CPU functions of the user's own code: (call site, on-CPU ms).
-    pub own_hot: Vec<(String, f64)>,
     /// The top bottlenecks (their why-chains are rewritten from these facts).
     pub top: Vec<Bottleneck>,
     /// Per top bottleneck (by function): its on-CPU time by the user's own source line
@@ -168,7 +165,8 @@ impl Facts {
     ) -> Facts {
         let mut steps = Vec::new();
         flatten(&a.steps, 1, &mut steps);
-        let (cpu_library_ms, cpu_total_ms, own_hot) = cpu_split(&a.hotspots);
+        let (lib_ns, cpu_ns) = stacks::cpu_in_libraries(p);
+        let (cpu_library_ms, cpu_total_ms) = (ms(lib_ns), ms(cpu_ns));
         Facts {
             wall_ms: a.total_wall_ms,
             waits_ms: a.wait_breakdown_ms.clone(),
@@ -188,7 +186,6 @@ impl Facts {
             wakers_recorded: p.wakers_recorded,
             cpu_library_ms,
             cpu_total_ms,
-            own_hot,
             top: a.top_bottlenecks.clone(),
             hot_lines: a
                 .top_bottlenecks
@@ -236,33 +233,6 @@ pub(super) fn is_library(f: &Frame) -> bool {
         .as_deref()
         .is_some_and(|m| m.contains(".so") || m.starts_with('['))
         || super::super::ownframe::is_system(f)
-}
-
-fn cpu_split(hot: &[Hotspot]) -> (f64, f64, Vec<(String, f64)>) {
-    let (mut lib, mut all) = (0.0, 0.0);
-    let mut own = Vec::new();
-    for h in hot {
-        let f = Frame {
-            function: h.function.clone(),
-            module: h.module.clone(),
-            file: h.location.clone(),
-            line: None,
-            kind: FrameKind::User,
-            inlined: false,
-        };
-        all += h.self_cpu_time_ms;
-        if is_library(&f) {
-            lib += h.self_cpu_time_ms;
-        } else if h.self_cpu_time_ms > 0.0 {
-            own.push((
-                call_site(&h.function, h.location.as_deref()),
-                h.self_cpu_time_ms,
-            ));
-        }
-    }
-    own.sort_by(|a, b| b.1.total_cmp(&a.1));
-    own.truncate(3);
-    (lib, all, own)
 }
 
 fn is_socket(k: ResourceKind) -> bool {

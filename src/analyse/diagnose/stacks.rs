@@ -28,18 +28,21 @@ pub(super) fn frames_of(p: &SampledProfile, leaf: Option<u32>) -> Vec<&Frame> {
 pub(super) fn syncs(p: &SampledProfile) -> Vec<SyncFact> {
     let mut by: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for w in &p.waits {
-        let (Some(r), Some(s)) = (
-            w.resource.and_then(|i| p.resources.get(i as usize)),
-            p.samples.get(w.sample as usize),
-        ) else {
+        let Some(s) = p.samples.get(w.sample as usize) else {
             continue;
+        };
+        // A descriptor the sampler could not resolve is still named by its number.
+        let name = match (w.resource.and_then(|i| p.resources.get(i as usize)), w.fd) {
+            (Some(r), _) => r.name.clone(),
+            (None, Some(fd)) => format!("descriptor {fd} of pid {} (unresolved)", s.pid),
+            (None, None) => continue,
         };
         let is_sync = frames_of(p, s.stack).iter().any(|f| {
             let n = f.function.as_str();
             n.contains("fsync") || n.contains("fdatasync") || n.contains("sync_file_range")
         });
         if is_sync {
-            let e = by.entry(r.name.clone()).or_default();
+            let e = by.entry(name).or_default();
             e.0 += 1;
             e.1 += s.weight_ns;
         }
@@ -139,7 +142,11 @@ pub(super) fn hot_lines(p: &SampledProfile, function: &str) -> HotLines {
             continue;
         };
         all += s.weight_ns;
-        if frames.first().is_some_and(|f| is_library(f)) {
+        if frames
+            .iter()
+            .find(|f| !f.inlined)
+            .is_some_and(|f| is_library(f))
+        {
             lib += s.weight_ns;
         }
         let own = frames[..=at]
@@ -162,4 +169,23 @@ pub(super) fn hot_lines(p: &SampledProfile, function: &str) -> HotLines {
             .map(|(l, ns)| (l, super::super::steps::ms(ns)))
             .collect(),
     }
+}
+
+/// On-CPU time whose machine code is library, runtime or kernel code, and all on-CPU
+/// time, ns. Standard-library code inlined into the user's function is that function's
+/// code: the leaf's first non-inlined frame decides.
+pub(super) fn cpu_in_libraries(p: &SampledProfile) -> (u64, u64) {
+    let (mut lib, mut all) = (0u64, 0u64);
+    for s in p.samples.iter().filter(|s| s.kind == SampleKind::OnCpu) {
+        all += s.weight_ns;
+        let frames = frames_of(p, s.stack);
+        if frames
+            .iter()
+            .find(|f| !f.inlined)
+            .is_some_and(|f| is_library(f))
+        {
+            lib += s.weight_ns;
+        }
+    }
+    (lib, all)
 }
