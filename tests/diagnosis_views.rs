@@ -11,9 +11,9 @@ mod common;
 
 use profmap::analyse::{analyse, diagnose};
 use profmap::profile::{
-    ExitStatus, Frame, FrameKind, ProcessInfo, Protocol, Recording, Resource, ResourceKind,
-    RunMeasurement, SampleKind, SampledProfile, SessionMeta, SocketTraffic, StackNode, ThreadInfo,
-    ThreadSample, WaitOn, WaitState,
+    ExitStatus, FileReads, Frame, FrameKind, ProcessInfo, Protocol, Recording, Resource,
+    ResourceKind, RunMeasurement, SampleKind, SampledProfile, SessionMeta, SocketTraffic,
+    StackNode, ThreadInfo, ThreadSample, WaitOn, WaitState,
 };
 use profmap::report::{self, DeepView};
 
@@ -282,4 +282,29 @@ fn waits_on_two_peers_one_after_the_other_could_overlap() {
         .find(|h| h["suspicion"] == seq["id"])
         .expect("its hint");
     assert_eq!(hint["expected_gain_pct"], 47.6);
+}
+
+#[test]
+fn a_file_read_three_times_is_redundant_work() {
+    let mut p = client_of(&[(8081, 30, 1)]);
+    p.file_reads_recorded = true;
+    p.file_reads = vec![FileReads {
+        pid: PID,
+        path: Some("/srv/data/table.csv".into()),
+        dev: 2049,
+        ino: 77,
+        calls: 48,
+        pages_read: 768,
+        extent_pages: 256,
+    }];
+    let (doc, _) = views(p);
+    let s = suspicion(&doc, "redundant_work");
+    assert_eq!(s["verdict"], "confirmed", "{s}");
+    assert_eq!(s["location"], "/srv/data/table.csv");
+    assert!(
+        s["evidence"].as_str().unwrap().contains("3.0 passes"),
+        "{s}"
+    );
+    let small = suspicion(&doc, "data_flow");
+    assert_eq!(small["verdict"], "dismissed", "{small}");
 }

@@ -242,6 +242,15 @@ fn is_socket(k: ResourceKind) -> bool {
     )
 }
 
+/// A resource's role, with a peer known to be on another host External even where the
+/// role was not resolved further.
+fn role_of(role: ResourceRole, peer_local: Option<bool>) -> ResourceRole {
+    match (role, peer_local) {
+        (ResourceRole::Other, Some(false)) => ResourceRole::External,
+        (r, _) => r,
+    }
+}
+
 /// Socket peers, from the waits (`ResourceUse`) and the socket traffic.
 fn peers(p: &SampledProfile, uses: &[ResourceUse]) -> Vec<Peer> {
     let mut out: Vec<Peer> = Vec::new();
@@ -251,7 +260,7 @@ fn peers(p: &SampledProfile, uses: &[ResourceUse]) -> Vec<Peer> {
         out.push(Peer {
             name: u.service.clone().unwrap_or_else(|| u.name.clone()),
             address: u.name.clone(),
-            role: Some(u.role),
+            role: Some(role_of(u.role, u.peer_local)),
             pid: u.pid,
             wait_ms: u.critical_ms.unwrap_or(u.blocked_ms),
             wait_critical: u.critical_ms.is_some(),
@@ -275,7 +284,7 @@ fn peers(p: &SampledProfile, uses: &[ResourceUse]) -> Vec<Peer> {
             out.push(Peer {
                 name: r.service.clone().unwrap_or_else(|| r.name.clone()),
                 address: r.name.clone(),
-                role: None,
+                role: r.peer_local.map(|l| role_of(ResourceRole::Other, Some(l))),
                 pid: s.pid,
                 ..Peer::default()
             });
