@@ -11,7 +11,7 @@
 
 use super::super::resources::ResourceRole;
 use super::facts::{Facts, Peer};
-use super::site::{self, deepest, ids, is_peer, overlap_ns, resource_of};
+use super::site::{self, deepest, is_peer, overlap_ns, resource_of};
 use super::types::{Finding, RuleOutput, SuspicionCategory as C, SuspicionVerdict as V};
 
 /// Round trips from one call site that make an N+1 pattern.
@@ -118,6 +118,26 @@ fn n_plus_one_at(f: &Facts, p: &Peer, n: u64, wait: f64, at: &str, steps: Vec<St
     .on(&p.name)
 }
 
+/// Without per-step resources: the call site all the peers' blocked calls share, if
+/// they share one.
+fn common_site(f: &Facts, peers: &[&Peer]) -> (String, Vec<String>) {
+    let first = peers
+        .first()
+        .and_then(|p| p.sites.first())
+        .map(|s| s.0.as_str());
+    let shared = first.is_some_and(|x| {
+        peers.iter().all(|p| {
+            p.sites
+                .first()
+                .is_some_and(|s| site::function(&s.0) == site::function(x))
+        })
+    });
+    match peers.first() {
+        Some(p) if shared => site::peer_site(f, p, |_| false),
+        _ => ("the run".to_string(), Vec::new()),
+    }
+}
+
 /// Peers worth overlapping, grouped by name across processes.
 fn heavy_peers(f: &Facts) -> Vec<&Peer> {
     let mut v: Vec<&Peer> = f
@@ -186,25 +206,32 @@ fn sequential(f: &Facts, out: &mut RuleOutput) {
             .iter()
             .all(|p| s.resources.iter().any(|r| is_peer(r, p)))
     });
-    let location = site.map_or_else(|| "the run".to_string(), |s| s.call_site.clone());
+    let (location, steps) = match site {
+        Some(s) => (s.call_site.clone(), vec![s.id.clone()]),
+        None => common_site(f, &heavy),
+    };
     let verdict = if overlap_ms < 0.05 * smallest {
         V::Confirmed
     } else {
         V::Dismissed
+    };
+    let how = if verdict == V::Confirmed {
+        format!("one after the other ({} of overlap)", site::ms(overlap_ms))
+    } else {
+        format!(
+            "concurrently ({} of their waits overlapped)",
+            site::ms(overlap_ms)
+        )
     };
     let mut found = Finding::new(
         C::Architecture,
         verdict,
         location.clone(),
         "sequential waits on independent peers that could overlap".into(),
-        format!(
-            "waited on {}, one after the other: {} of overlap",
-            names.join(", "),
-            site::ms(overlap_ms)
-        ),
+        format!("waited on {}, {how}", names.join(", ")),
         NOTE_SEQ,
     )
-    .steps(ids(&site.into_iter().collect::<Vec<_>>()));
+    .steps(steps);
     if verdict == V::Confirmed {
         let longest = heavy.iter().map(|p| p.wait_ms).fold(0.0, f64::max);
         found = found.advice(
