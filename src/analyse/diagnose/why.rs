@@ -54,8 +54,20 @@ fn chain(f: &Facts, found: &[Finding], b: &Bottleneck) -> Vec<String> {
         .and_then(|s| resource_links(f, s, &mut why))
         .or_else(|| peer_links(f, b, &mut why).filter(|_| waits));
     let per_trip = why.iter().any(|l| l.contains(" round trips to "));
-    // The confirmed suspicions that explain it: on its resource, or on its steps.
-    let mut explained = false;
+    for link in old.iter().skip(2) {
+        // The round trips' latency says what the switch-out average said, and more.
+        let restated = link.starts_with("all of its ")
+            || (per_trip && link.starts_with("it was switched out "));
+        if !restated {
+            why.push(link.clone());
+        }
+    }
+    if let Some(l) = sync_link(f, b) {
+        why.push(l);
+    }
+    // The chain ends with the cause: the confirmed suspicions that explain it, on its
+    // resource or on its steps, each with where it happens.
+    let mut causes = Vec::new();
     for x in found.iter().filter(|x| x.confirmed()) {
         let on_resource = resource.is_some() && x.resource == resource;
         let on_step = x
@@ -68,33 +80,22 @@ fn chain(f: &Facts, found: &[Finding], b: &Bottleneck) -> Vec<String> {
             let elsewhere = !loc.starts_with(&format!("{} ", b.function)) && loc != &b.function;
             if elsewhere && !loc.starts_with("the ") && x.resource.as_deref() != Some(loc) {
                 let at = format!("it happens at {loc}");
-                if !why.contains(&at) {
-                    why.push(at);
+                if !causes.contains(&at) {
+                    causes.push(at);
                 }
             }
-            why.push(format!(
+            causes.push(format!(
                 "the pattern: {} ({})",
                 x.suspicion.description, x.suspicion.evidence
             ));
-            explained = true;
-        }
-    }
-    if let Some(l) = sync_link(f, b) {
-        why.push(l);
-    }
-    for link in old.iter().skip(2) {
-        // The round trips' latency says what the switch-out average said, and more.
-        let restated = link.starts_with("all of its ")
-            || (per_trip && link.starts_with("it was switched out "));
-        if !restated {
-            why.push(link.clone());
         }
     }
     if b.class == Classification::Cpu
-        && let Some(l) = cpu_lines(f, &b.function, explained)
+        && let Some(l) = cpu_lines(f, &b.function, !causes.is_empty())
     {
         why.push(l);
     }
+    why.extend(causes);
     why
 }
 

@@ -6,9 +6,9 @@
 //! - `infrastructure_bound`: the device was saturated while the run waited — needs disk
 //!   utilisation (/proc/diskstats), which is not recorded yet: never raised, and a
 //!   warning says so when file waits are heavy;
-//! - `within_industry_norm`: the resource holding at least half of the wall took, per
-//!   operation, what such an operation normally takes (`norms`), and no confirmed
-//!   suspicion concerns it;
+//! - `within_industry_norm`: the heaviest resource, holding at least a third of the
+//!   wall, took per operation what such an operation normally takes (`norms`), and no
+//!   confirmed suspicion concerns it;
 //! - `already_optimized`: at least 80% of the wall on a CPU, at least half of that CPU
 //!   time in library code, and no confirmed suspicion about the code (run-queue waits
 //!   are the machine's).
@@ -19,7 +19,11 @@ use super::norms;
 use super::site;
 use super::types::{Finding, WrongToolEvidence, WrongToolIndicator as W};
 
+/// Share of the wall an external peer must hold to be "most of the time", percent.
 pub const MAJOR_SHARE_PCT: f64 = 50.0;
+/// Share of the wall the heaviest resource must hold for its per-operation time to
+/// speak for the run, percent (a third: it is then the largest single cost).
+pub const NORM_SHARE_PCT: f64 = 30.0;
 
 pub fn indicators(
     f: &Facts,
@@ -91,7 +95,7 @@ fn within_norm(f: &Facts, confirmed_on: &dyn Fn(&str) -> bool) -> Option<WrongTo
             continue;
         };
         let per = p.wait_ms / rt as f64;
-        if f.share(p.wait_ms) >= MAJOR_SHARE_PCT && norm.holds(per) && !confirmed_on(&p.name) {
+        if f.share(p.wait_ms) >= NORM_SHARE_PCT && norm.holds(per) && !confirmed_on(&p.name) {
             cands.push((
                 p.wait_ms,
                 format!(
@@ -107,7 +111,7 @@ fn within_norm(f: &Facts, confirmed_on: &dyn Fn(&str) -> bool) -> Option<WrongTo
     for s in &f.syncs {
         let per = s.ms / s.intervals.max(1) as f64;
         let norm = norms::FSYNC_LOCAL;
-        if f.share(s.ms) >= MAJOR_SHARE_PCT && norm.holds(per) && !confirmed_on(&s.path) {
+        if f.share(s.ms) >= NORM_SHARE_PCT && norm.holds(per) && !confirmed_on(&s.path) {
             cands.push((
                 s.ms,
                 format!(
