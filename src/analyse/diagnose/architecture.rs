@@ -33,7 +33,12 @@ pub fn check(f: &Facts) -> RuleOutput {
 }
 
 fn n_plus_one(f: &Facts, out: &mut RuleOutput) {
-    for p in f.peers.iter().filter(|p| p.round_trips.is_some()) {
+    // A server's round trips with its clients are their requests, not its own.
+    for p in f
+        .peers
+        .iter()
+        .filter(|p| p.round_trips.is_some() && !p.served)
+    {
         let total = p.round_trips.unwrap_or(0);
         if total < MIN_ROUND_TRIPS {
             continue;
@@ -282,6 +287,17 @@ mod tests {
         assert!(s.suspicion.evidence.contains("50 round trips × 16.0 ms"));
         let gain = s.advice.as_ref().and_then(|a| a.gain_pct);
         assert_eq!(gain, Some(78.4));
+    }
+
+    #[test]
+    fn a_servers_answers_are_no_n_plus_one() {
+        let mut f = loop_of(50);
+        f.peers[0].served = true;
+        for s in &mut f.steps {
+            s.resources.clear();
+        }
+        let out = check(&f);
+        assert_eq!(out.findings[0].suspicion.verdict, V::Dismissed);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! sampled profile and the measured runs, as plain data the rule families read (and
 //! their unit tests construct directly).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::profile::{Frame, FrameKind, ResourceKind, RunMeasurement, SampledProfile};
 
@@ -104,6 +104,9 @@ pub struct Peer {
     pub bytes: Option<u64>,
     /// The blocked intervals (start, end), ns since the run's start.
     pub waits: Vec<(u64, u64)>,
+    /// True when the tree only answered on these sockets (it read first: a server's
+    /// side of its clients' connections); their round trips are the clients' requests.
+    pub served: bool,
     /// Where the waits were made: the user's own code nearest each blocked call
     /// (`fetch (app.c:12)`), with its blocked time, ms, most first.
     pub sites: Vec<(String, f64)>,
@@ -270,11 +273,13 @@ fn peers(p: &SampledProfile, uses: &[ResourceUse]) -> Vec<Peer> {
             calls: u.calls,
             bytes: u.bytes_sent.zip(u.bytes_received).map(|(s, r)| s + r),
             waits: Vec::new(),
+            served: false,
             sites: Vec::new(),
         });
     }
     // Traffic the resource rows do not carry yet comes from the sockets themselves.
     let mut traffic: HashMap<usize, (u64, u64, u64, u64)> = HashMap::new();
+    let (mut client, mut served) = (HashSet::new(), HashSet::new());
     for s in &p.sockets {
         let Some(r) = s.resource.and_then(|i| p.resources.get(i as usize)) else {
             continue;
@@ -290,11 +295,19 @@ fn peers(p: &SampledProfile, uses: &[ResourceUse]) -> Vec<Peer> {
             });
             out.len() - 1
         });
+        if s.sent_first {
+            client.insert(i);
+        } else {
+            served.insert(i);
+        }
         let t = traffic.entry(i).or_default();
         t.0 += s.round_trips;
         t.1 += u64::from(s.connected);
         t.2 += s.sends + s.recvs;
         t.3 += s.bytes_sent + s.bytes_received;
+    }
+    for (i, peer) in out.iter_mut().enumerate() {
+        peer.served = served.contains(&i) && !client.contains(&i);
     }
     if p.sockets_recorded {
         for (i, peer) in out.iter_mut().enumerate() {
