@@ -128,6 +128,13 @@ pub fn summary_table(map: &PerfMap, report_path: &str) -> String {
             r.pid
         ));
     }
+    if let Some(h) = map.result().optimization_hints.first() {
+        let gain = h
+            .expected_gain_pct
+            .map(|g| format!(" (≤ {g:.1}% of wall)"))
+            .unwrap_or_default();
+        out.push_str(&format!("top recommendation: {}{gain}\n", h.hint));
+    }
     for w in map.quality.headline_texts() {
         out.push_str(&format!("warning: {w}\n"));
     }

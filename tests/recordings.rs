@@ -173,6 +173,8 @@ fn read_and_analyse(path: &Path) -> Result<(), String> {
                 for r in rec.profiled_run.iter() {
                     profmap::analyse::add_run_evidence(&mut a, r);
                 }
+                let runs: Vec<_> = rec.baseline.iter().flat_map(|b| b.counted()).collect();
+                profmap::analyse::diagnose::run(&mut a, s, rec.profiled_run.as_ref(), &runs);
             }
             Ok(())
         }

@@ -22,6 +22,7 @@ mod bottleneck;
 pub mod calltree;
 pub mod classify;
 pub mod critical;
+pub mod diagnose;
 pub mod hotspots;
 mod ownframe;
 pub mod resources;
@@ -136,6 +137,8 @@ pub struct Analysis {
     pub resources: Vec<resources::ResourceUse>,
     /// Round trips of the run's clients to HTTP services and databases.
     pub round_trips: resources::RoundTrips,
+    /// Suspicions, hints and wrong-tool verdicts; empty until [`diagnose::run`].
+    pub diagnosis: diagnose::Diagnosis,
     /// What makes the analysis less certain.
     pub warnings: Vec<String>,
 }
@@ -452,6 +455,7 @@ pub fn analyse(p: &SampledProfile) -> Analysis {
         thread_wait_breakdown_ms,
         round_trips,
         resources,
+        diagnosis: diagnose::Diagnosis::default(),
         warnings,
     }
 }

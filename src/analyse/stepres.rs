@@ -187,13 +187,20 @@ fn rows_by_resource(p: &SampledProfile, uses: &[ResourceUse]) -> Vec<Option<usiz
         .collect()
 }
 
-/// Each thread's samples as (start, end, index), by start.
-fn samples_by_thread(p: &SampledProfile) -> HashMap<i32, Vec<(u64, u64, usize)>> {
-    let mut m: HashMap<i32, Vec<(u64, u64, usize)>> = HashMap::new();
+/// One sample of a thread: start, end, index, off-CPU.
+type Span = (u64, u64, usize, bool);
+
+/// Each thread's samples, by start.
+fn samples_by_thread(p: &SampledProfile) -> HashMap<i32, Vec<Span>> {
+    let mut m: HashMap<i32, Vec<Span>> = HashMap::new();
     for (i, s) in p.samples.iter().enumerate() {
-        m.entry(s.tid)
-            .or_default()
-            .push((s.time_ns, s.time_ns.saturating_add(s.weight_ns), i));
+        let off = matches!(s.kind, crate::profile::SampleKind::OffCpu { .. });
+        m.entry(s.tid).or_default().push((
+            s.time_ns,
+            s.time_ns.saturating_add(s.weight_ns),
+            i,
+            off,
+        ));
     }
     for v in m.values_mut() {
         v.sort_unstable();
@@ -201,13 +208,26 @@ fn samples_by_thread(p: &SampledProfile) -> HashMap<i32, Vec<(u64, u64, usize)>>
     m
 }
 
-/// The sample of `tid` covering `t`, else the last one before it within the window.
-fn sample_at(by_thread: &HashMap<i32, Vec<(u64, u64, usize)>>, tid: i32, t: u64) -> Option<usize> {
+/// The sample that stands for a reply read by `tid` at `t`: the blocked wait that
+/// ended just before it (the read of that very reply), else the sample covering `t`,
+/// else the last one before it within the window.
+fn sample_at(by_thread: &HashMap<i32, Vec<Span>>, tid: i32, t: u64) -> Option<usize> {
     let v = by_thread.get(&tid)?;
-    let after = v.partition_point(|&(start, _, _)| start <= t);
-    let &(_, end, i) = v.get(after.checked_sub(1)?)?;
+    let after = v.partition_point(|&(start, ..)| start <= t);
+    let recent = v[..after].iter().rev().take(4);
+    let waited = recent
+        .filter(|&&(_, end, _, off)| off && end <= t.saturating_add(WAKE_SLACK_NS))
+        .find(|&&(_, end, ..)| t.saturating_sub(end) <= super::waited::READ_AFTER_WAKE_NS);
+    if let Some(&(.., i, _)) = waited {
+        return Some(i);
+    }
+    let &(_, end, i, _) = v.get(after.checked_sub(1)?)?;
     (end >= t || t - end <= TURN_SAMPLE_WINDOW_NS).then_some(i)
 }
+
+/// A wait's recorded end may follow the read it allowed by this much (the switch-in
+/// is stamped after the wake-up).
+const WAKE_SLACK_NS: u64 = 100_000;
 
 #[cfg(test)]
 mod tests {
@@ -218,12 +238,36 @@ mod tests {
         let mut m = HashMap::new();
         m.insert(
             7,
-            vec![(0, 10, 0), (20, 30, 1), (200_000_000, 200_000_010, 2)],
+            vec![
+                (0, 10, 0, false),
+                (20, 30, 1, false),
+                (200_000_000, 200_000_010, 2, false),
+            ],
         );
         assert_eq!(sample_at(&m, 7, 5), Some(0));
         assert_eq!(sample_at(&m, 7, 25), Some(1));
         assert_eq!(sample_at(&m, 7, 40_000_000), Some(1));
         assert_eq!(sample_at(&m, 7, 100_000_000), None, "too far from any");
         assert_eq!(sample_at(&m, 8, 5), None, "another thread");
+    }
+
+    #[test]
+    fn a_turn_right_after_a_wait_is_that_wait_s() {
+        let ms = 1_000_000;
+        let mut m = HashMap::new();
+        // on-CPU 0..1 ms, blocked 1..21 ms, on-CPU again from 21 ms.
+        m.insert(
+            7,
+            vec![
+                (0, ms, 0, false),
+                (ms, 21 * ms, 1, true),
+                (21 * ms, 22 * ms, 2, false),
+            ],
+        );
+        assert_eq!(sample_at(&m, 7, 21 * ms), Some(1));
+        assert_eq!(sample_at(&m, 7, 21 * ms + 50_000), Some(1));
+        // 5 ms after the wait: the covering sample.
+        m.insert(8, vec![(0, ms, 0, true), (ms, 10 * ms, 1, false)]);
+        assert_eq!(sample_at(&m, 8, 6 * ms), Some(1));
     }
 }

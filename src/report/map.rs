@@ -5,14 +5,18 @@
 //! field fails to compile instead of rendering as 0.
 //!
 //! Invariants: a figure that was not measured is `None` (null in the JSON), never 0; the
-//! lists the next stages fill (hints, suspicions, instrumented files, wrong-tool
-//! indicators) are typed with the schema's item fields and empty until then.
+//! diagnosis's items (hints, suspicions, wrong-tool indicators) are typed in
+//! `analyse::diagnose` with the schema's item fields and re-exported here.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 use super::baseline::BaselineSummary;
+pub use crate::analyse::diagnose::{
+    OptimizationHint, Suspicion, SuspicionCategory, SuspicionSource, SuspicionVerdict,
+    WrongToolEvidence, WrongToolIndicator,
+};
 use crate::analyse::{Bottleneck, Classification, CriticalPathSummary, Hotspot, Step};
 
 /// The whole document (`performance_map.json`).
@@ -50,16 +54,19 @@ pub struct ProfileResult {
     pub top_bottlenecks: Vec<Bottleneck>,
     /// Functions by self time, highest first.
     pub hotspots: Vec<Hotspot>,
-    /// Confirmed suspicions turned into advice (none yet).
+    /// Confirmed suspicions turned into advice, highest expected gain first.
     pub optimization_hints: Vec<OptimizationHint>,
-    /// Suspicions, confirmed or dismissed by measurement (none yet).
+    /// Suspicions, confirmed or dismissed by measurement, confirmed first.
     pub suspicion_stack: Vec<Suspicion>,
     /// The command that reproduces the run end to end.
     pub e2e_test: E2eTest,
     /// Source files instrumented in this session (none yet).
     pub instrumented_files: Vec<String>,
-    /// Signs that a profiler is the wrong tool for this target (none yet).
+    /// Signs that a profiler is the wrong tool for this target (bare names, as the
+    /// schema has them).
     pub wrong_tool_indicators: Vec<WrongToolIndicator>,
+    /// The evidence behind each of `wrong_tool_indicators`, in the same order.
+    pub wrong_tool_evidence: Vec<WrongToolEvidence>,
     /// How far the measurement can be trusted.
     pub measurement_quality: MeasurementQuality,
     /// The machine and session the map was made on.
@@ -136,111 +143,6 @@ pub struct PerformanceMapSection {
     /// What the threads blocked on (files, sockets with their peers, pipes), most
     /// blocked time first; empty without a deep profile or without kernel stacks.
     pub resources: Vec<crate::analyse::resources::ResourceUse>,
-}
-
-/// One item of `optimization_hints`: advice backed by a confirmed suspicion.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct OptimizationHint {
-    /// What to change.
-    pub hint: String,
-    /// The measured figure that supports it.
-    pub evidence: String,
-    /// The id of the suspicion it confirms, when there is one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub suspicion: Option<String>,
-    /// The id of the step it applies to, when there is one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub step: Option<String>,
-    /// Expected gain, percent of wall time; None when it cannot be estimated.
-    pub expected_gain_pct: Option<f64>,
-}
-
-/// One item of `suspicion_stack` (schema `$defs/suspicion`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Suspicion {
-    /// Its id, for hints to refer to.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    /// The kind of problem suspected.
-    pub category: SuspicionCategory,
-    /// Where in the code (file:line, or a function).
-    pub location: String,
-    /// What is suspected.
-    pub description: String,
-    /// Ids of the steps it touches.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub affected_steps: Vec<String>,
-    /// Whether measurement confirmed or dismissed it.
-    pub verdict: SuspicionVerdict,
-    /// The measured figure behind the verdict.
-    pub evidence: String,
-    /// How it was checked.
-    pub verification_note: String,
-    /// Where the suspicion came from, when recorded.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub source: Option<SuspicionSource>,
-}
-
-/// Schema `$defs/suspicion.category`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SuspicionCategory {
-    /// Connections opened, pooled or kept badly.
-    ConnectionManagement,
-    /// Data moved or converted more than needed.
-    DataFlow,
-    /// Blocking where work could overlap.
-    AsyncPatterns,
-    /// Resources created or released at the wrong time.
-    ResourceLifecycle,
-    /// A setting that slows the target.
-    Configuration,
-    /// The same work done more than once.
-    RedundantWork,
-    /// The shape of the system.
-    Architecture,
-    /// Allocation and memory use.
-    Memory,
-    /// GPU use.
-    Gpu,
-    /// Anything else.
-    Other,
-}
-
-/// Schema `$defs/suspicion.verdict`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SuspicionVerdict {
-    /// Measurement supports it.
-    Confirmed,
-    /// Measurement rules it out.
-    Dismissed,
-}
-
-/// Schema `$defs/suspicion.source`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SuspicionSource {
-    /// Raised by a measurement.
-    Measured,
-    /// Raised by reading the source.
-    Static,
-    /// Raised by both.
-    Both,
-}
-
-/// One item of `wrong_tool_indicators`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WrongToolIndicator {
-    /// The time goes to an external service with no alternative.
-    ExternalServiceNoAlternative,
-    /// The figures are within the norm of the industry.
-    WithinIndustryNorm,
-    /// The limit is the infrastructure, not the code.
-    InfrastructureBound,
-    /// The code is already optimized.
-    AlreadyOptimized,
 }
 
 /// `e2e_test`: how to reproduce the run.

@@ -64,11 +64,7 @@ pub fn render(map: &PerfMap) -> String {
     render_steps(&mut o, &pr.performance_map.steps);
     render_resources(&mut o, &pr.performance_map.resources);
     render_bottlenecks(&mut o, &pr.top_bottlenecks);
-    let _ = writeln!(o, "### Recommendations\n");
-    let _ = writeln!(
-        o,
-        "None yet: no suspicion has been confirmed by measurement.\n"
-    );
+    super::diagnosis::render(&mut o, pr);
     if !pr.warnings.is_empty() {
         let _ = writeln!(o, "### Warnings\n");
         for w in &pr.warnings {

@@ -3,6 +3,7 @@
 //! analysis) to text; the session writes the files (`session::outfile`).
 
 pub mod baseline;
+mod diagnosis;
 pub mod map;
 pub mod markdown;
 pub mod perfmap;

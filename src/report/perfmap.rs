@@ -40,6 +40,8 @@ pub struct DeepView {
     pub round_trips: crate::analyse::resources::RoundTrips,
     /// Sum of all sample weights, ms.
     pub thread_time_ms: f64,
+    /// Suspicions, hints and wrong-tool verdicts.
+    pub diagnosis: crate::analyse::diagnose::Diagnosis,
     /// The analysis's warnings.
     pub warnings: Vec<String>,
 }
@@ -59,6 +61,7 @@ impl DeepView {
             critical_path: a.critical_path.clone(),
             resources: a.resources.clone(),
             thread_time_ms: a.thread_time_ms,
+            diagnosis: a.diagnosis.clone(),
             warnings: a.warnings.clone(),
         }
     }
@@ -241,6 +244,12 @@ pub fn build(
     if let Some(d) = deep {
         warnings.extend(d.warnings.iter().cloned());
     }
+    // A withheld verdict withholds the diagnosis too: it rests on the same samples.
+    let diagnosis = deep
+        .filter(|_| quality.verdict_withheld().is_none())
+        .map(|d| d.diagnosis.clone())
+        .unwrap_or_default();
+    warnings.extend(diagnosis.warnings.iter().cloned());
     warnings.extend(quality.headline_texts());
 
     let command = shell_join(&rec.meta.command);
@@ -275,14 +284,15 @@ pub fn build(
         bottleneck_detail: v.detail,
         top_bottlenecks: v.top,
         hotspots: v.hotspots,
-        optimization_hints: Vec::new(),
-        suspicion_stack: Vec::new(),
+        optimization_hints: diagnosis.hints,
+        suspicion_stack: diagnosis.suspicions,
         e2e_test: E2eTest {
             command,
             source: E2eSource::User,
         },
         instrumented_files: Vec::new(),
-        wrong_tool_indicators: Vec::new(),
+        wrong_tool_indicators: diagnosis.wrong_tool.iter().map(|w| w.indicator).collect(),
+        wrong_tool_evidence: diagnosis.wrong_tool,
         measurement_quality: measurement_quality(rec, &quality),
         environment: environment(rec),
         artifacts: artifacts.clone(),

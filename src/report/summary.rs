@@ -60,6 +60,9 @@ pub struct Findings {
     pub bottleneck_detail: String,
     /// At most three bottlenecks, largest first.
     pub top_bottlenecks: Vec<Bottleneck>,
+    /// The recommendation with the highest expected gain; None when nothing was
+    /// confirmed.
+    pub top_recommendation: Option<super::map::OptimizationHint>,
     /// Median wall time of the counted runs, ms; None without a baseline.
     pub wall_time_ms: Option<f64>,
     /// Median CPU time (user + sys) of the counted runs, ms; None without a baseline.
@@ -97,6 +100,7 @@ pub fn build(
             classification: r.bottleneck_classification,
             bottleneck_detail: r.bottleneck_detail.clone(),
             top_bottlenecks: r.top_bottlenecks.clone(),
+            top_recommendation: r.optimization_hints.first().cloned(),
             wall_time_ms: b.map(|b| b.wall_time_ms),
             cpu_time_ms: b.map(|b| b.cpu_time_ms),
             memory_peak_mb: b.map(|b| b.memory_peak_mb),

@@ -161,6 +161,8 @@ fn write_all(
             if let Some(run) = &rec.profiled_run {
                 analyse::add_run_evidence(&mut a, run);
             }
+            let runs: Vec<_> = rec.baseline.iter().flat_map(|b| b.counted()).collect();
+            analyse::diagnose::run(&mut a, p, rec.profiled_run.as_ref(), &runs);
             Some(DeepView::from_analysis(&a))
         }
         None => None,

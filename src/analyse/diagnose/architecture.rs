@@ -1,0 +1,342 @@
+//! architecture: patterns over many waits.
+//!
+//! - N+1: at least [`MIN_ROUND_TRIPS`] round trips to one peer from one call site (the
+//!   deepest step of the user's code that carries them) — one request per item where
+//!   one request for all would do. Gain bound: batching leaves one round trip, so at
+//!   most (n−1)/n of the step's wait on that peer.
+//! - Sequential waits on independent peers: two or more peers each holding at least
+//!   [`MIN_PEER_SHARE_PCT`] of the wall time, whose waits never overlapped (overlap
+//!   under 5% of the smaller). Gain bound: overlapping them saves at most the sum less
+//!   the longest.
+
+use super::super::resources::ResourceRole;
+use super::facts::{Facts, Peer};
+use super::site::{self, deepest, is_peer, overlap_ns, resource_of};
+use super::types::{Finding, RuleOutput, SuspicionCategory as C, SuspicionVerdict as V};
+
+/// Round trips from one call site that make an N+1 pattern.
+pub const MIN_ROUND_TRIPS: u64 = 20;
+/// A peer holding less of the wall time than this is not worth overlapping, percent.
+pub const MIN_PEER_SHARE_PCT: f64 = 10.0;
+
+const NOTE_N1: &str = "architecture (N+1): request→response round trips per peer and per \
+                       step from the socket tracepoints; confirmed at ≥ 20 round trips from \
+                       one call site";
+const NOTE_SEQ: &str = "architecture (sequential waits): the blocked intervals on each peer \
+                        holding ≥ 10% of wall, intersected; confirmed when they never overlap";
+
+pub fn check(f: &Facts) -> RuleOutput {
+    let mut out = RuleOutput::default();
+    n_plus_one(f, &mut out);
+    sequential(f, &mut out);
+    out
+}
+
+fn n_plus_one(f: &Facts, out: &mut RuleOutput) {
+    // A server's round trips with its clients are their requests, not its own.
+    for p in f
+        .peers
+        .iter()
+        .filter(|p| p.round_trips.is_some() && !p.served)
+    {
+        let total = p.round_trips.unwrap_or(0);
+        if total < MIN_ROUND_TRIPS {
+            continue;
+        }
+        let carries = |s: &super::facts::StepFact| {
+            resource_of(s, p).is_some_and(|r| r.round_trips.unwrap_or(0) >= MIN_ROUND_TRIPS)
+        };
+        let (at, steps) = site::peer_site(f, p, carries);
+        let carrier = steps
+            .first()
+            .and_then(|id| f.step(id))
+            .and_then(|s| resource_of(s, p))
+            .filter(|r| r.round_trips.unwrap_or(0) >= MIN_ROUND_TRIPS);
+        // Per-step round trips not recorded: the peer's totals at the blocked calls' site.
+        let (n, wait) = carrier.map_or((total, p.wait_ms), |r| {
+            (r.round_trips.unwrap_or(total), site::wait_of(r))
+        });
+        let found = n_plus_one_at(f, p, n, wait, &at, steps);
+        out.findings.push(found);
+    }
+    let most = f.peers.iter().filter_map(|p| p.round_trips).max();
+    if out.findings.is_empty() {
+        let share = site::socket_share(f);
+        let evidence = match most {
+            _ if share < 1.0 => Some(format!(
+                "the run spent {share:.1}% of its wall time waiting on sockets"
+            )),
+            Some(m) if f.sockets_recorded => {
+                Some(format!("at most {m} round trips to any one peer"))
+            }
+            None if f.sockets_recorded => Some("no request→response round trips".into()),
+            _ => None,
+        };
+        match evidence {
+            Some(e) => out.findings.push(Finding::new(
+                C::Architecture,
+                V::Dismissed,
+                "the run".into(),
+                "N+1: one request per item from a loop".into(),
+                e,
+                NOTE_N1,
+            )),
+            None => out.warnings.push(format!(
+                "architecture (N+1) not checked: {share:.1}% of the wall time waited on \
+                 sockets but round trips were not recorded"
+            )),
+        }
+    }
+}
+
+fn n_plus_one_at(f: &Facts, p: &Peer, n: u64, wait: f64, at: &str, steps: Vec<String>) -> Finding {
+    let share = f.share(wait);
+    let per = if n > 0 { wait / n as f64 } else { 0.0 };
+    Finding::new(
+        C::Architecture,
+        V::Confirmed,
+        at.to_string(),
+        format!("N+1: {n} sequential round trips to {} from {at}", p.name),
+        format!(
+            "{n} round trips × {} each = {} waiting on {} ({share:.1}% of wall)",
+            site::ms(per),
+            site::ms(wait),
+            p.name
+        ),
+        NOTE_N1,
+    )
+    .steps(steps)
+    .advice(
+        format!(
+            "batch the {n} requests to {} made at {at} into one (a single query with IN/JOIN, \
+             a bulk endpoint, a pipeline)",
+            p.name
+        ),
+        Some(share * (n - 1) as f64 / n as f64),
+        format!(
+            "{share:.1}% of wall waiting × {}/{n} round trips removed",
+            n - 1
+        ),
+    )
+    .on(&p.name)
+}
+
+/// Without per-step resources: the call site all the peers' blocked calls share, if
+/// they share one.
+fn common_site(f: &Facts, peers: &[&Peer]) -> (String, Vec<String>) {
+    let first = peers
+        .first()
+        .and_then(|p| p.sites.first())
+        .map(|s| s.0.as_str());
+    let shared = first.is_some_and(|x| {
+        peers.iter().all(|p| {
+            p.sites
+                .first()
+                .is_some_and(|s| site::function(&s.0) == site::function(x))
+        })
+    });
+    match peers.first() {
+        Some(p) if shared => site::peer_site(f, p, |_| false),
+        _ => ("the run".to_string(), Vec::new()),
+    }
+}
+
+/// Peers worth overlapping, grouped by name across processes.
+fn heavy_peers(f: &Facts) -> Vec<&Peer> {
+    let mut v: Vec<&Peer> = f
+        .peers
+        .iter()
+        .filter(|p| f.share(p.wait_ms) >= MIN_PEER_SHARE_PCT && !p.waits.is_empty())
+        // Waiting on a listening socket is waiting for clients, not on a peer.
+        .filter(|p| p.role != Some(ResourceRole::Listener))
+        .collect();
+    v.sort_by(|a, b| b.wait_ms.total_cmp(&a.wait_ms));
+    v
+}
+
+fn sequential(f: &Facts, out: &mut RuleOutput) {
+    let heavy = heavy_peers(f);
+    if heavy.len() < 2 {
+        let share = site::socket_share(f);
+        if share < 2.0 * MIN_PEER_SHARE_PCT || !f.peers.is_empty() {
+            out.findings.push(Finding::new(
+                C::Architecture,
+                V::Dismissed,
+                "the run".into(),
+                "sequential waits on independent peers that could overlap".into(),
+                if share < 1.0 {
+                    format!("the run spent {share:.1}% of its wall time waiting on sockets")
+                } else {
+                    format!(
+                        "{} peer{} held ≥ {MIN_PEER_SHARE_PCT:.0}% of the wall time \
+                         (sockets: {share:.1}% in all)",
+                        heavy.len(),
+                        if heavy.len() == 1 { "" } else { "s" }
+                    )
+                },
+                NOTE_SEQ,
+            ));
+        } else {
+            out.warnings.push(format!(
+                "sequential waits not checked: {share:.1}% of the wall time waited on \
+                 sockets whose peers were not resolved"
+            ));
+        }
+        return;
+    }
+    let mut overlap = 0u64;
+    for (i, a) in heavy.iter().enumerate() {
+        for b in &heavy[i + 1..] {
+            overlap += overlap_ns(&a.waits, &b.waits);
+        }
+    }
+    let overlap_ms = overlap as f64 / 1e6;
+    let smallest = heavy.iter().map(|p| p.wait_ms).fold(f64::MAX, f64::min);
+    let names: Vec<String> = heavy
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {} ({:.1}%)",
+                p.name,
+                site::ms(p.wait_ms),
+                f.share(p.wait_ms)
+            )
+        })
+        .collect();
+    let sum: f64 = heavy.iter().map(|p| p.wait_ms).sum();
+    let site = deepest(f, |s| {
+        heavy
+            .iter()
+            .all(|p| s.resources.iter().any(|r| is_peer(r, p)))
+    });
+    let (location, steps) = match site {
+        Some(s) => (s.call_site.clone(), vec![s.id.clone()]),
+        None => common_site(f, &heavy),
+    };
+    let verdict = if overlap_ms < 0.05 * smallest {
+        V::Confirmed
+    } else {
+        V::Dismissed
+    };
+    let how = if verdict == V::Confirmed {
+        format!("one after the other ({} of overlap)", site::ms(overlap_ms))
+    } else {
+        format!(
+            "concurrently ({} of their waits overlapped)",
+            site::ms(overlap_ms)
+        )
+    };
+    let mut found = Finding::new(
+        C::Architecture,
+        verdict,
+        location.clone(),
+        "sequential waits on independent peers that could overlap".into(),
+        format!("waited on {}, {how}", names.join(", ")),
+        NOTE_SEQ,
+    )
+    .steps(steps);
+    if verdict == V::Confirmed {
+        let longest = heavy.iter().map(|p| p.wait_ms).fold(0.0, f64::max);
+        found = found.advice(
+            format!("issue the requests to these peers concurrently at {location}"),
+            Some(f.share(sum - longest)),
+            format!(
+                "the waits' sum {} less the longest {}, of the wall",
+                site::ms(sum),
+                site::ms(longest)
+            ),
+        );
+    }
+    out.findings.push(found);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::site::testing::*;
+    use super::*;
+
+    fn loop_of(n: u64) -> Facts {
+        let mut f = facts(1000.0);
+        let mut p = peer("postgres:5432", ResourceRole::Database, 800.0);
+        p.round_trips = Some(n);
+        p.connections = Some(1);
+        f.sockets_recorded = true;
+        f.peers = vec![p];
+        f.waits_ms.insert("db".into(), 800.0);
+        let mut main = step("1", "main (app.c:40)", 1000.0);
+        main.resources = vec![res("postgres:5432", 800.0, Some(n), Some(1))];
+        let mut fetch = step("1.1", "fetch_user (app.c:12)", 820.0);
+        fetch.resources = main.resources.clone();
+        let lib = super::super::facts::StepFact {
+            system: true,
+            resources: main.resources.clone(),
+            ..step("1.1.1", "PQexec", 800.0)
+        };
+        f.steps = vec![main, fetch, lib];
+        f
+    }
+
+    #[test]
+    fn fifty_round_trips_from_one_call_site_are_n_plus_one() {
+        let out = check(&loop_of(50));
+        let s = &out.findings[0];
+        assert_eq!(s.suspicion.verdict, V::Confirmed);
+        assert_eq!(s.suspicion.location, "fetch_user (app.c:12)");
+        assert!(s.suspicion.evidence.contains("50 round trips × 16.0 ms"));
+        let gain = s.advice.as_ref().and_then(|a| a.gain_pct);
+        assert_eq!(gain, Some(78.4));
+    }
+
+    #[test]
+    fn a_servers_answers_are_no_n_plus_one() {
+        let mut f = loop_of(50);
+        f.peers[0].served = true;
+        for s in &mut f.steps {
+            s.resources.clear();
+        }
+        let out = check(&f);
+        assert_eq!(out.findings[0].suspicion.verdict, V::Dismissed);
+    }
+
+    #[test]
+    fn few_round_trips_dismiss() {
+        let out = check(&loop_of(3));
+        assert_eq!(out.findings[0].suspicion.verdict, V::Dismissed);
+        assert!(out.findings[0].suspicion.evidence.contains("at most 3"));
+    }
+
+    fn two_peers(b_start: u64) -> Facts {
+        let mut f = facts(1000.0);
+        let mut a = peer("python3:8081", ResourceRole::Service, 400.0);
+        a.waits = vec![(0, 400_000_000)];
+        let mut b = peer("redis-server:6379", ResourceRole::Database, 400.0);
+        b.waits = vec![(b_start, b_start + 400_000_000)];
+        f.peers = vec![a, b];
+        f.waits_ms.insert("network".into(), 800.0);
+        f
+    }
+
+    #[test]
+    fn sequential_waits_on_two_peers_are_confirmed() {
+        let out = check(&two_peers(400_000_000));
+        let s = out
+            .findings
+            .iter()
+            .find(|s| s.suspicion.description.starts_with("sequential"));
+        assert_eq!(s.map(|s| s.suspicion.verdict), Some(V::Confirmed));
+        assert_eq!(
+            s.and_then(|s| s.advice.as_ref()).and_then(|a| a.gain_pct),
+            Some(40.0)
+        );
+    }
+
+    #[test]
+    fn concurrent_waits_are_dismissed() {
+        let out = check(&two_peers(0));
+        let s = out
+            .findings
+            .iter()
+            .find(|s| s.suspicion.description.starts_with("sequential"));
+        assert_eq!(s.map(|s| s.suspicion.verdict), Some(V::Dismissed));
+    }
+}

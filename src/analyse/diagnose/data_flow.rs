@@ -1,0 +1,168 @@
+//! data_flow: many small reads and writes — unbuffered I/O that pays a system call
+//! (and on a socket, often a packet) per few bytes.
+//!
+//! - A socket peer: at least [`MIN_CALLS`] data-moving calls averaging under
+//!   [`SMALL_BYTES`] bytes each.
+//! - A file read through the page cache: at least [`MIN_CALLS`] read calls and at least
+//!   [`CALLS_PER_PAGE`] calls per page of the file's extent (on average ≤ 1 KiB a call).
+//!   File writes are not counted per call by the recording.
+
+use super::facts::Facts;
+use super::site::{self, resource_of};
+use super::types::{Finding, RuleOutput, SuspicionCategory as C, SuspicionVerdict as V};
+
+pub const MIN_CALLS: u64 = 1000;
+pub const SMALL_BYTES: u64 = 128;
+pub const CALLS_PER_PAGE: u64 = 4;
+
+const NOTE: &str = "data_flow: calls and bytes per socket peer (socket tracepoints) and read \
+                    calls per page of each file (filemap:mm_filemap_get_pages); confirmed at \
+                    ≥ 1000 calls of < 128 bytes (sockets) or ≥ 4 calls per page (files)";
+
+pub fn check(f: &Facts) -> RuleOutput {
+    let mut out = RuleOutput::default();
+    for p in &f.peers {
+        let (Some(calls), Some(bytes)) = (p.calls, p.bytes) else {
+            continue;
+        };
+        if calls >= MIN_CALLS && bytes < calls * SMALL_BYTES {
+            let (at, steps) = site::peer_site(f, p, |s| resource_of(s, p).is_some());
+            let share = f.share(p.wait_ms);
+            out.findings.push(
+                Finding::new(
+                    C::DataFlow,
+                    V::Confirmed,
+                    at.clone(),
+                    format!("many small reads/writes on the connection to {}", p.name),
+                    format!(
+                        "{calls} calls moved {bytes} bytes ({:.0} bytes per call); waiting on \
+                         it took {} ({share:.1}% of wall)",
+                        bytes as f64 / calls as f64,
+                        site::ms(p.wait_ms)
+                    ),
+                    NOTE,
+                )
+                .steps(steps)
+                .advice(
+                    format!("buffer the traffic to {} at {at} (write whole messages, read into a buffer)", p.name),
+                    Some(share),
+                    format!("at most the {share:.1}% of wall waiting on {}", p.name),
+                )
+                .on(&p.name),
+            );
+        }
+    }
+    for r in &f.file_reads {
+        if r.calls >= MIN_CALLS && r.calls >= CALLS_PER_PAGE * r.extent_pages.max(1) {
+            out.findings.push(
+                Finding::new(
+                    C::DataFlow,
+                    V::Confirmed,
+                    r.path.clone(),
+                    format!("many small reads of {}", r.path),
+                    format!(
+                        "{} read calls over a {}-page extent ({:.1} calls per 4 KiB page)",
+                        r.calls,
+                        r.extent_pages,
+                        r.calls as f64 / r.extent_pages.max(1) as f64
+                    ),
+                    NOTE,
+                )
+                .advice(
+                    format!(
+                        "read {} in large blocks (a buffered reader, 64 KiB or more)",
+                        r.path
+                    ),
+                    None,
+                    "the per-call CPU cost is not split out of the profile".into(),
+                )
+                .on(&r.path),
+            );
+        }
+    }
+    if out.findings.is_empty() {
+        dismiss(f, &mut out);
+    }
+    out
+}
+
+fn dismiss(f: &Facts, out: &mut RuleOutput) {
+    let mut seen = Vec::new();
+    if f.sockets_recorded {
+        let calls: u64 = f.peers.iter().filter_map(|p| p.calls).sum();
+        let bytes: u64 = f.peers.iter().filter_map(|p| p.bytes).sum();
+        seen.push(format!("sockets: {calls} calls moving {bytes} bytes"));
+    }
+    if f.file_reads_recorded {
+        let calls: u64 = f.file_reads.iter().map(|r| r.calls).sum();
+        seen.push(format!(
+            "file reads: {calls} calls over {} files",
+            f.file_reads.len()
+        ));
+    }
+    if seen.is_empty() {
+        out.warnings.push(
+            "data_flow not checked: neither socket traffic nor page-cache reads were recorded"
+                .into(),
+        );
+        return;
+    }
+    out.findings.push(Finding::new(
+        C::DataFlow,
+        V::Dismissed,
+        "the run".into(),
+        "many small reads/writes".into(),
+        seen.join("; "),
+        NOTE,
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::resources::ResourceRole;
+    use super::super::facts::FileFact;
+    use super::super::site::testing::*;
+    use super::*;
+
+    #[test]
+    fn one_byte_writes_to_a_socket_are_small_io() {
+        let mut f = facts(100.0);
+        let mut p = peer("python3:9000", ResourceRole::Service, 50.0);
+        p.calls = Some(5000);
+        p.bytes = Some(5000);
+        f.peers = vec![p];
+        f.sockets_recorded = true;
+        let out = check(&f);
+        assert_eq!(out.findings[0].suspicion.verdict, V::Confirmed);
+        assert!(
+            out.findings[0]
+                .suspicion
+                .evidence
+                .contains("1 bytes per call")
+        );
+    }
+
+    #[test]
+    fn sub_page_file_reads_are_small_io_and_large_ones_are_not() {
+        let mut f = facts(100.0);
+        f.file_reads_recorded = true;
+        f.file_reads = vec![FileFact {
+            path: "/data/in.csv".into(),
+            pid: 1,
+            calls: 40_000,
+            pages_read: 40_000,
+            extent_pages: 1000,
+        }];
+        assert_eq!(check(&f).findings[0].suspicion.verdict, V::Confirmed);
+        f.file_reads[0].calls = 63;
+        f.file_reads[0].pages_read = 1000;
+        assert_eq!(check(&f).findings[0].suspicion.verdict, V::Dismissed);
+    }
+
+    #[test]
+    fn nothing_recorded_warns() {
+        let out = check(&facts(100.0));
+        assert!(out.findings.is_empty());
+        assert_eq!(out.warnings.len(), 1);
+    }
+}

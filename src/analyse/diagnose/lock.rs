@@ -1,0 +1,122 @@
+//! Lock contention: threads blocked on locks (futexes). Judged on the summed thread
+//! time, not the critical path: a lock wait that a profiled holder ended is followed to
+//! the holder's work on the path, so contention shows as the waiters' time. Confirmed
+//! when lock waits hold at least [`MIN_SHARE_PCT`] of the thread time, naming where the
+//! threads waited and, when wake-ups were recorded, the holder (the thread, and its own
+//! code, that woke the waiters: who released the lock); dismissed below. Reported in
+//! the schema's `other` category, which has no lock entry.
+
+use super::facts::Facts;
+use super::site;
+use super::types::{Finding, RuleOutput, SuspicionCategory as C, SuspicionVerdict as V};
+
+pub const MIN_SHARE_PCT: f64 = 5.0;
+
+const NOTE: &str = "lock contention: futex waits in the summed thread time, where they were \
+                    waited and who woke the waiters (sched:sched_waking); confirmed at ≥ 5% \
+                    of thread time";
+
+pub fn check(f: &Facts) -> RuleOutput {
+    let lock = f.thread_waits_ms.get("lock").copied().unwrap_or(0.0);
+    let share = if f.thread_ms > 0.0 {
+        lock * 100.0 / f.thread_ms
+    } else {
+        0.0
+    };
+    let mut out = RuleOutput::default();
+    let evidence = format!(
+        "threads waited {} on locks: {share:.1}% of the {} they ran for in all",
+        site::ms(lock),
+        site::ms(f.thread_ms)
+    );
+    if share < MIN_SHARE_PCT {
+        out.findings.push(Finding::new(
+            C::Other,
+            V::Dismissed,
+            "the run".into(),
+            "lock contention".into(),
+            evidence,
+            NOTE,
+        ));
+        return out;
+    }
+    let holder = match (f.lock_holders.first(), f.wakers_recorded) {
+        (Some((who, ms)), _) => format!(
+            "; released mostly by {who} (the wakers' code; ended {} of the waits)",
+            site::ms(*ms)
+        ),
+        (None, true) => "; no profiled thread woke the waiters".into(),
+        (None, false) => {
+            out.warnings
+                .push("the lock's holder is unknown: wake-ups were not recorded".into());
+            String::new()
+        }
+    };
+    let at = f
+        .lock_waiters
+        .first()
+        .map_or_else(|| "the run".to_string(), |(w, _)| w.clone());
+    let steps = site::deepest(f, |s| site::function(&s.call_site) == site::function(&at))
+        .map(|s| vec![s.id.clone()])
+        .unwrap_or_default();
+    out.findings.push(
+        Finding::new(
+            C::Other,
+            V::Confirmed,
+            at.clone(),
+            format!("lock contention at {at}"),
+            format!("{evidence}{holder}"),
+            NOTE,
+        )
+        .steps(steps)
+        .advice(
+            format!(
+                "shorten the critical section the threads at {at} queue for, or split the lock"
+            ),
+            None,
+            "the waits are followed to the holders' work on the critical path; how much \
+             would overlap without the lock is not measured"
+                .into(),
+        ),
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::site::testing::*;
+    use super::*;
+
+    #[test]
+    fn contention_names_where_it_waits_and_its_holder() {
+        let mut f = facts(1000.0);
+        f.thread_ms = 4000.0;
+        f.thread_waits_ms.insert("lock".into(), 2900.0);
+        f.wakers_recorded = true;
+        f.lock_holders = vec![("update (w.c:20) on 3 threads".into(), 2800.0)];
+        f.lock_waiters = vec![("worker (w.c:17)".into(), 2900.0)];
+        f.steps = vec![step("1.1", "worker (w.c:17)", 600.0)];
+        let out = check(&f);
+        let s = &out.findings[0].suspicion;
+        assert_eq!(s.verdict, V::Confirmed);
+        assert_eq!(s.location, "worker (w.c:17)");
+        assert_eq!(s.affected_steps, vec!["1.1".to_string()]);
+        assert!(
+            s.evidence.contains("72.5% of the 4000 ms"),
+            "{}",
+            s.evidence
+        );
+        assert!(
+            s.evidence
+                .contains("released mostly by update (w.c:20) on 3 threads")
+        );
+    }
+
+    #[test]
+    fn little_lock_time_is_dismissed() {
+        let mut f = facts(1000.0);
+        f.thread_ms = 1000.0;
+        f.thread_waits_ms.insert("lock".into(), 10.0);
+        assert_eq!(check(&f).findings[0].suspicion.verdict, V::Dismissed);
+    }
+}

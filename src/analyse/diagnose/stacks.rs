@@ -1,0 +1,191 @@
+//! Evidence read from the profile's stacks for the diagnosis's [`Facts`](super::facts::Facts): syncs per
+//! file, who held and who waited on locks, and a function's hot source lines.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::profile::{Frame, SampleKind, SampledProfile};
+
+use super::super::classify::{WaitCategory, categorize};
+use super::facts::{HotLines, SyncFact, call_site, is_library};
+
+/// The frames of a stack, leaf first.
+pub(super) fn frames_of(p: &SampledProfile, leaf: Option<u32>) -> Vec<&Frame> {
+    let mut out = Vec::new();
+    let mut cur = leaf;
+    while let Some(i) = cur {
+        let Some(n) = p.stacks.get(i as usize) else {
+            break;
+        };
+        if let Some(f) = p.frames.get(n.frame as usize) {
+            out.push(f);
+        }
+        cur = n.parent;
+    }
+    out
+}
+
+/// Off-CPU time inside fsync/fdatasync/sync_file_range, per file.
+pub(super) fn syncs(p: &SampledProfile) -> Vec<SyncFact> {
+    let mut by: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for w in &p.waits {
+        let Some(s) = p.samples.get(w.sample as usize) else {
+            continue;
+        };
+        // A descriptor the sampler could not resolve is still named by its number.
+        let name = match (w.resource.and_then(|i| p.resources.get(i as usize)), w.fd) {
+            (Some(r), _) => r.name.clone(),
+            (None, Some(fd)) => format!("descriptor {fd} of pid {} (unresolved)", s.pid),
+            (None, None) => continue,
+        };
+        let is_sync = frames_of(p, s.stack).iter().any(|f| {
+            let n = f.function.as_str();
+            n.contains("fsync") || n.contains("fdatasync") || n.contains("sync_file_range")
+        });
+        if is_sync {
+            let e = by.entry(name).or_default();
+            e.0 += 1;
+            e.1 += s.weight_ns;
+        }
+    }
+    by.into_iter()
+        .map(|(path, (n, ns))| SyncFact {
+            path,
+            intervals: n,
+            ms: super::super::steps::ms(ns),
+        })
+        .collect()
+}
+
+/// Lock-wait time by who ended it (`holders`) or by where it was waited (the waiting
+/// thread's own code). The holder is the waker thread's own code: from the waker's
+/// stack when recorded, else from that thread's last on-CPU sample before the wake-up
+/// (within [`HOLDER_WINDOW_NS`]): what it was running while the waiters queued. Waits
+/// nobody profiled ended are left out of the holders.
+pub(super) fn lock_waits(p: &SampledProfile, holders: bool) -> Vec<(String, f64)> {
+    let on_cpu = on_cpu_by_thread(p);
+    let mut by: HashMap<String, (u64, std::collections::BTreeSet<i32>)> = HashMap::new();
+    for s in &p.samples {
+        if s.kind == SampleKind::OnCpu {
+            continue;
+        }
+        let mut frames = frames_of(p, s.stack);
+        frames.reverse();
+        if categorize(s.kind, &frames) != WaitCategory::Lock {
+            continue;
+        }
+        let (tid, stack) = match (&s.waker, holders) {
+            (Some(wk), true) => (
+                wk.tid,
+                wk.stack
+                    .or_else(|| last_on_cpu(&on_cpu, wk.tid, wk.time_ns)),
+            ),
+            (None, true) => continue,
+            (_, false) => (s.tid, s.stack),
+        };
+        let own = frames_of(p, stack)
+            .into_iter()
+            .find(|f| !is_library(f) && !super::super::calltree::is_plumbing(&f.function));
+        let who = own.map_or_else(
+            || "an unknown frame".to_string(),
+            |f| call_site(&f.function, f.location().as_deref()),
+        );
+        let e = by.entry(who).or_default();
+        e.0 += s.weight_ns;
+        e.1.insert(tid);
+    }
+    let mut v: Vec<(String, f64)> = by
+        .into_iter()
+        .map(|(k, (ns, tids))| {
+            let k = if holders {
+                let n = tids.len();
+                format!("{k} on {n} thread{}", if n == 1 { "" } else { "s" })
+            } else {
+                k
+            };
+            (k, super::super::steps::ms(ns))
+        })
+        .collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    v
+}
+
+/// How far before a wake-up the waker's last on-CPU sample may lie to stand for what
+/// it was running.
+pub const HOLDER_WINDOW_NS: u64 = 20_000_000;
+
+/// Each thread's on-CPU samples as (time, stack), in time order.
+fn on_cpu_by_thread(p: &SampledProfile) -> HashMap<i32, Vec<(u64, Option<u32>)>> {
+    let mut by: HashMap<i32, Vec<(u64, Option<u32>)>> = HashMap::new();
+    for s in p.samples.iter().filter(|s| s.kind == SampleKind::OnCpu) {
+        by.entry(s.tid).or_default().push((s.time_ns, s.stack));
+    }
+    for v in by.values_mut() {
+        v.sort_unstable_by_key(|x| x.0);
+    }
+    by
+}
+
+fn last_on_cpu(by: &HashMap<i32, Vec<(u64, Option<u32>)>>, tid: i32, t: u64) -> Option<u32> {
+    let v = by.get(&tid)?;
+    let i = v.partition_point(|x| x.0 <= t);
+    let (at, stack) = *v.get(i.checked_sub(1)?)?;
+    (t - at <= HOLDER_WINDOW_NS).then_some(stack).flatten()
+}
+
+/// A function's on-CPU samples by the user's source line nearest to the leaf.
+pub(super) fn hot_lines(p: &SampledProfile, function: &str) -> HotLines {
+    let mut by: HashMap<String, u64> = HashMap::new();
+    let (mut all, mut lib) = (0u64, 0u64);
+    for s in p.samples.iter().filter(|s| s.kind == SampleKind::OnCpu) {
+        let frames = frames_of(p, s.stack);
+        let Some(at) = frames.iter().position(|f| f.function == function) else {
+            continue;
+        };
+        all += s.weight_ns;
+        if frames
+            .iter()
+            .find(|f| !f.inlined)
+            .is_some_and(|f| is_library(f))
+        {
+            lib += s.weight_ns;
+        }
+        let own = frames[..=at]
+            .iter()
+            .find(|f| !is_library(f) && f.line.is_some())
+            .and_then(|f| f.location());
+        if let Some(l) = own {
+            *by.entry(l).or_default() += s.weight_ns;
+        }
+    }
+    let mut lines: Vec<(String, u64)> = by.into_iter().collect();
+    lines.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    HotLines {
+        function: function.to_string(),
+        cpu_ms: super::super::steps::ms(all),
+        library_ms: super::super::steps::ms(lib),
+        lines: lines
+            .into_iter()
+            .take(3)
+            .map(|(l, ns)| (l, super::super::steps::ms(ns)))
+            .collect(),
+    }
+}
+
+/// On-CPU time whose machine code is library, runtime or kernel code, and all on-CPU
+/// time, ns. Standard-library code inlined into the user's function is that function's
+/// code: the leaf's first non-inlined frame decides.
+pub(super) fn cpu_in_libraries(p: &SampledProfile) -> (u64, u64) {
+    let (mut lib, mut all) = (0u64, 0u64);
+    for s in p.samples.iter().filter(|s| s.kind == SampleKind::OnCpu) {
+        all += s.weight_ns;
+        let frames = frames_of(p, s.stack);
+        if frames
+            .iter()
+            .find(|f| !f.inlined)
+            .is_some_and(|f| is_library(f))
+        {
+            lib += s.weight_ns;
+        }
+    }
+    (lib, all)
+}

@@ -1,0 +1,176 @@
+//! The diagnosis on real processes (issue 8 §2–3): a CPU-bound program dismisses every
+//! I/O suspicion and is `already_optimized` only when its time is in library code; an
+//! fsync writer's syncs are within the norm for local storage; threads taking turns on
+//! a mutex are lock contention with the holder named; a program keeping what it
+//! allocates grows steadily. Every map validates against the schema, and every hint is
+//! backed by a confirmed suspicion. They need perf_event_open (root, or
+//! kernel.perf_event_paranoid <= 1).
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::{compile, profmap, valid_map};
+use serde_json::Value;
+
+/// CPU-bound fixtures on a 2-core machine: one at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn record(out: &Path, program: &Path, args: &[&str]) -> Value {
+    profmap()
+        .args(["record", "-q", "--out"])
+        .arg(out)
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .assert()
+        .success();
+    let map = valid_map(out);
+    check_hints(&map);
+    map
+}
+
+/// Every hint names a confirmed suspicion, in order of expected gain.
+fn check_hints(map: &Value) {
+    let pr = &map["profile_result"];
+    let sus = pr["suspicion_stack"].as_array().expect("suspicions");
+    let mut last = f64::MAX;
+    for h in pr["optimization_hints"].as_array().expect("hints") {
+        let id = h["suspicion"].as_str().expect("a hint names its suspicion");
+        let s = sus
+            .iter()
+            .find(|s| s["id"] == id)
+            .expect("the suspicion exists");
+        assert_eq!(s["verdict"], "confirmed", "{h}");
+        if let Some(g) = h["expected_gain_pct"].as_f64() {
+            assert!(g <= last, "hints out of order: {h}");
+            last = g;
+        }
+    }
+    let (names, evidence) = (
+        pr["wrong_tool_indicators"].as_array().expect("indicators"),
+        pr["wrong_tool_evidence"].as_array().expect("evidence"),
+    );
+    assert_eq!(names.len(), evidence.len());
+}
+
+fn suspicion<'a>(map: &'a Value, category: &str, what: &str) -> Option<&'a Value> {
+    map["profile_result"]["suspicion_stack"]
+        .as_array()?
+        .iter()
+        .find(|s| {
+            s["category"] == category && s["description"].as_str().is_some_and(|d| d.contains(what))
+        })
+}
+
+fn indicators(map: &Value) -> Vec<String> {
+    map["profile_result"]["wrong_tool_evidence"]
+        .as_array()
+        .expect("evidence")
+        .iter()
+        .map(|w| {
+            format!(
+                "{}: {}",
+                w["indicator"].as_str().unwrap_or(""),
+                w["evidence"]
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_cpu_bound_program_dismisses_every_io_suspicion() {
+    let _one = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    let map = record(d.path(), &compile("burn", &[]), &["600"]);
+    for (category, what) in [
+        ("architecture", "N+1"),
+        ("architecture", "sequential"),
+        ("connection_management", "connection"),
+    ] {
+        let s = suspicion(&map, category, what).unwrap_or_else(|| panic!("{category} {what}"));
+        assert_eq!(s["verdict"], "dismissed", "{s}");
+    }
+    // Its time is its own loop, not a library's: not already optimized.
+    let ind = indicators(&map);
+    assert!(
+        !ind.iter().any(|i| i.starts_with("already_optimized")),
+        "{ind:?}"
+    );
+    // The why-chain ends in the lines the CPU went to.
+    let why = map["profile_result"]["top_bottlenecks"][0]["why_chain"].to_string();
+    assert!(
+        why.contains("in the lines ") && why.contains("burn.c:"),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_program_whose_cpu_is_in_libc_is_already_optimized() {
+    let _one = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    let map = record(d.path(), &compile("memset_loop", &[]), &["800"]);
+    let ind = indicators(&map);
+    assert!(
+        ind.iter().any(|i| i.starts_with("already_optimized")),
+        "{ind:?}"
+    );
+}
+
+#[test]
+fn fsyncs_of_normal_length_are_within_the_norm() {
+    let _one = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    let data = d.path().join("data.bin");
+    let map = record(
+        &d.path().join("out"),
+        &compile("fsync_writer", &[]),
+        &[data.to_str().expect("utf-8"), "8"],
+    );
+    let ind = indicators(&map);
+    let norm = ind
+        .iter()
+        .find(|i| i.starts_with("within_industry_norm"))
+        .unwrap_or_else(|| panic!("{ind:?}"));
+    assert!(
+        norm.contains("data.bin") && norm.contains("fsync"),
+        "{norm}"
+    );
+    let why = map["profile_result"]["top_bottlenecks"][0]["why_chain"].to_string();
+    assert!(why.contains("synced") && why.contains("data.bin"), "{why}");
+}
+
+#[test]
+fn threads_taking_turns_on_a_mutex_are_lock_contention_with_the_holder_named() {
+    let _one = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    let map = record(d.path(), &compile("lock", &[]), &[]);
+    let s = suspicion(&map, "other", "lock contention").expect("lock suspicion");
+    assert_eq!(s["verdict"], "confirmed", "{s}");
+    assert!(
+        s["location"].as_str().unwrap_or("").starts_with("worker"),
+        "{s}"
+    );
+    let ev = s["evidence"].as_str().unwrap_or("");
+    assert!(ev.contains("released mostly by hold_and_compute"), "{ev}");
+}
+
+#[test]
+fn memory_kept_past_its_use_grows_steadily() {
+    let _one = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    let map = record(d.path(), &compile("leak", &[]), &["40"]);
+    let s = suspicion(&map, "resource_lifecycle", "growing").expect("lifecycle suspicion");
+    assert_eq!(s["verdict"], "confirmed", "{s}");
+    let d2 = tempfile::tempdir().expect("tempdir");
+    let flat = record(d2.path(), &compile("sleeper", &[]), &[]);
+    if let Some(s) = suspicion(&flat, "resource_lifecycle", "growing") {
+        assert_eq!(s["verdict"], "dismissed", "{s}");
+    }
+}
