@@ -6,18 +6,7 @@
 
 use std::collections::HashMap;
 
-use serde::{Deserialize, Serialize};
-
-/// One device's activity during a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DiskBusy {
-    /// The kernel's name (`vda`, `nvme0n1`, `sda1`).
-    pub device: String,
-    /// Time with I/O in flight, percent of the run's wall time (capped at 100).
-    pub busy_pct: f64,
-    pub read_bytes: u64,
-    pub written_bytes: u64,
-}
+pub use crate::profile::DiskBusy;
 
 /// Counters of one device: io_ticks (ms), sectors read, sectors written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

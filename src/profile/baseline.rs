@@ -105,7 +105,7 @@ pub struct RunMeasurement {
     pub timeline: Vec<TimelinePoint>,
     /// Block devices active during the run (machine-wide), busiest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub disks: Vec<crate::measure::diskstats::DiskBusy>,
+    pub disks: Vec<DiskBusy>,
 }
 
 impl RunMeasurement {
@@ -127,4 +127,15 @@ pub struct TimelinePoint {
     pub write_bps: f64,
     pub threads: u64,
     pub processes: u64,
+}
+
+/// One block device's activity during a run (machine-wide, from /proc/diskstats).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DiskBusy {
+    /// The kernel's name (`vda`, `nvme0n1`, `sda1`).
+    pub device: String,
+    /// Time with I/O in flight, percent of the run's wall time (capped at 100).
+    pub busy_pct: f64,
+    pub read_bytes: u64,
+    pub written_bytes: u64,
 }

@@ -21,7 +21,9 @@ mod sampled;
 mod source;
 pub mod validate;
 
-pub use baseline::{Baseline, BusyProcess, ExitStatus, MachineLoad, RunMeasurement, TimelinePoint};
+pub use baseline::{
+    Baseline, BusyProcess, DiskBusy, ExitStatus, MachineLoad, RunMeasurement, TimelinePoint,
+};
 pub use io::{read_recording, write_recording};
 pub use sampled::{
     FileReads, Frame, FrameKind, MAX_TURNS_PER_SOCKET, ProcessInfo, Protocol, Resource,

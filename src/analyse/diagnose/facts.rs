@@ -32,6 +32,9 @@ pub struct Facts {
     pub syncs: Vec<SyncFact>,
     /// Resident memory over a run, when one was sampled.
     pub rss: Option<RssSeries>,
+    /// Block devices active during the profiled run (machine-wide), busiest first;
+    /// None when the run was not measured or its recording predates them.
+    pub disks: Option<Vec<crate::profile::DiskBusy>>,
     /// The profiled run's context switches, when measured.
     pub involuntary_cs: Option<u64>,
     pub voluntary_cs: Option<u64>,
@@ -180,6 +183,7 @@ impl Facts {
             file_reads_recorded: p.file_reads_recorded,
             syncs: stacks::syncs(p),
             rss: rss(profiled, runs),
+            disks: profiled.map(|r| r.disks.clone()),
             involuntary_cs: profiled.map(|r| r.involuntary_cs),
             voluntary_cs: profiled.map(|r| r.voluntary_cs),
             thread_waits_ms: a.thread_wait_breakdown_ms.clone(),

@@ -3,9 +3,10 @@
 //!
 //! - `external_service_no_alternative`: peers on other hosts hold at least half of the
 //!   wall time and no confirmed suspicion concerns them (nothing to batch or pool);
-//! - `infrastructure_bound`: the device was saturated while the run waited — needs disk
-//!   utilisation (/proc/diskstats), which is not recorded yet: never raised, and a
-//!   warning says so when file waits are heavy;
+//! - `infrastructure_bound`: file waits hold at least [`FILE_SHARE_PCT`] of the wall
+//!   and a block device was busy (I/O in flight, /proc/diskstats `io_ticks`) for at
+//!   least [`SATURATED_PCT`] of the profiled run: the disk, not the code, sets the pace
+//!   (a disk that is not saturated says the waits are latency, not capacity);
 //! - `within_industry_norm`: the heaviest resource, holding at least a third of the
 //!   wall, took per operation what such an operation normally takes (`norms`), and no
 //!   confirmed suspicion concerns it;
@@ -24,6 +25,10 @@ pub const MAJOR_SHARE_PCT: f64 = 50.0;
 /// Share of the wall the heaviest resource must hold for its per-operation time to
 /// speak for the run, percent (a third: it is then the largest single cost).
 pub const NORM_SHARE_PCT: f64 = 30.0;
+/// Share of the wall in file waits for the disk's load to matter, percent.
+pub const FILE_SHARE_PCT: f64 = 20.0;
+/// A device busy this share of the run is saturated, percent.
+pub const SATURATED_PCT: f64 = 90.0;
 
 pub fn indicators(
     f: &Facts,
@@ -54,13 +59,7 @@ pub fn indicators(
             ),
         });
     }
-    if f.share(f.wait("file")) >= 20.0 {
-        warnings.push(format!(
-            "infrastructure_bound not checked: {:.1}% of wall waited on file I/O, but disk \
-             utilisation (/proc/diskstats) is not recorded",
-            f.share(f.wait("file"))
-        ));
-    }
+    out.extend(infrastructure(f, warnings));
     out.extend(within_norm(f, &confirmed_on));
     let cpu = f.wait("cpu") + f.wait("runqueue") + f.wait("memory");
     if f.share(cpu) >= 80.0
@@ -79,6 +78,37 @@ pub fn indicators(
         });
     }
     out
+}
+
+/// File waits while a disk was saturated.
+fn infrastructure(f: &Facts, warnings: &mut Vec<String>) -> Option<WrongToolEvidence> {
+    let file = f.share(f.wait("file"));
+    if file < FILE_SHARE_PCT {
+        return None;
+    }
+    let Some(disks) = &f.disks else {
+        warnings.push(format!(
+            "infrastructure_bound not checked: {file:.1}% of wall waited on file I/O, but the \
+             recording has no disk utilisation (/proc/diskstats) for the profiled run"
+        ));
+        return None;
+    };
+    let busiest = disks.first().filter(|d| d.busy_pct >= SATURATED_PCT)?;
+    Some(WrongToolEvidence {
+        indicator: W::InfrastructureBound,
+        evidence: format!(
+            "{file:.1}% of wall waiting on file I/O while {} was busy {:.1}% of the run \
+             ({} read, {} written, machine-wide): the device is saturated",
+            busiest.device,
+            busiest.busy_pct,
+            mib(busiest.read_bytes),
+            mib(busiest.written_bytes)
+        ),
+    })
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0))
 }
 
 /// A confirmed suspicion about the machine, not the code (run-queue waits).
@@ -197,5 +227,30 @@ mod tests {
         assert_eq!(got[0].indicator, W::WithinIndustryNorm);
         assert!(got[0].evidence.contains("300 waits of 3.0 ms"));
         assert!(warnings[0].contains("diskstats"));
+    }
+
+    #[test]
+    fn file_waits_on_a_saturated_disk_are_infrastructure_bound() {
+        use crate::profile::DiskBusy;
+        let mut f = facts(1000.0);
+        f.waits_ms.insert("file".into(), 600.0);
+        let disk = |busy_pct| DiskBusy {
+            device: "vda".into(),
+            busy_pct,
+            read_bytes: 0,
+            written_bytes: 64 << 20,
+        };
+        f.disks = Some(vec![disk(97.0)]);
+        let mut warnings = Vec::new();
+        let got = indicators(&f, &[], &mut warnings);
+        assert_eq!(got[0].indicator, W::InfrastructureBound);
+        assert!(
+            got[0].evidence.contains("vda was busy 97.0%"),
+            "{}",
+            got[0].evidence
+        );
+        assert!(warnings.is_empty());
+        f.disks = Some(vec![disk(40.0)]);
+        assert!(indicators(&f, &[], &mut Vec::new()).is_empty());
     }
 }
