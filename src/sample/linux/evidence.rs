@@ -207,6 +207,8 @@ pub(crate) struct Evidence {
     files_skipped: u64,
     pub(crate) events: u64,
     pub(crate) parse_errors: u64,
+    /// Records the kernel dropped from the side rings.
+    pub(crate) lost: u64,
 }
 
 impl Evidence {
@@ -307,8 +309,10 @@ impl Evidence {
         let seen = self.sockio.call(c);
         if seen.new {
             let mut r = fds.resolve_now(c.pid, c.fd);
-            if !r.is_some_and(|i| fds.is_socket(i))
-                && let Some((local, peer)) = self.addrs.get(&c.sk)
+            // The descriptor may be gone, or name a newer socket, by the look-up: a TCP
+            // connection the tree opened is named from its own SYN then.
+            if let Some((local, peer)) = self.addrs.get(&c.sk)
+                && !r.is_some_and(|i| fds.is_socket(i) && fds.peer_of(i) == Some(peer.as_str()))
             {
                 r = Some(fds.intern_tcp(c.pid, local.clone(), peer.clone()));
             }
@@ -383,6 +387,14 @@ impl Evidence {
                 "{services_skipped} local socket peers were not named (at most {} process \
                  scans per drain round): their service is unknown",
                 super::netpeer::SCANS_PER_ROUND
+            ));
+        }
+        raw.lost_records += self.lost;
+        if self.lost > 0 {
+            w.push(format!(
+                "{} socket or page-cache records were lost (their rings overflowed): round \
+                 trips, calls and pages are lower bounds",
+                self.lost
             ));
         }
         if self.parse_errors > 0 {
@@ -508,6 +520,35 @@ fn find_file(pid: i32, dev: u32, ino: u64) -> Option<(String, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tcp_addresses_come_from_a_state_change() {
+        let f = StateFields {
+            skaddr: (0, 8),
+            newstate: (8, 4),
+            family: (12, 2),
+            sport: (14, 2),
+            dport: (16, 2),
+            saddr: (18, 4),
+            daddr: (22, 4),
+            saddr_v6: (26, 16),
+            daddr_v6: (42, 16),
+        };
+        let mut d = vec![0u8; 58];
+        d[12..14].copy_from_slice(&(libc::AF_INET as u16).to_le_bytes());
+        d[16..18].copy_from_slice(&5432u16.to_le_bytes());
+        d[22..26].copy_from_slice(&[127, 0, 0, 1]);
+        assert_eq!(tcp_addrs(&d, &f), Some((None, "127.0.0.1:5432".into())));
+        d[14..16].copy_from_slice(&40000u16.to_le_bytes());
+        d[18..22].copy_from_slice(&[127, 0, 0, 1]);
+        let local = Some("127.0.0.1:40000".to_string());
+        assert_eq!(tcp_addrs(&d, &f), Some((local, "127.0.0.1:5432".into())));
+        d[12..14].copy_from_slice(&(libc::AF_INET6 as u16).to_le_bytes());
+        d[57] = 1;
+        assert_eq!(tcp_addrs(&d, &f).map(|a| a.1), Some("[::1]:5432".into()));
+        d[16..18].copy_from_slice(&0u16.to_le_bytes());
+        assert_eq!(tcp_addrs(&d, &f), None);
+    }
 
     #[test]
     fn fields_are_read_little_endian_and_signed() {
