@@ -19,9 +19,10 @@ use std::thread::JoinHandle;
 
 use linux_perf_event_reader::{RawData, RawEventRecord, RecordParseInfo, RecordType};
 
-use super::evidence::{self, Evidence, Recorded, SideRole, SideSource};
+use super::evidence::{Evidence, Recorded};
 use super::fdres::Resolver;
 use super::sampler::map_ring;
+use super::sidetp::{self, SideRole, SideSource};
 use super::sys::{self, OwnedRecord, Ring};
 use crate::error::Error;
 
@@ -49,7 +50,7 @@ pub(crate) struct Opened {
 /// Open the side events on every CPU for the tree of `pid`; what cannot be had is a
 /// warning naming the tracepoint and its consequence.
 pub(crate) fn open(pid: i32, cpus: &[i32], warnings: &mut Vec<String>) -> Opened {
-    let sources = evidence::sources();
+    let sources = sidetp::sources();
     let mut failed: Vec<Option<String>> =
         sources.iter().map(|s| s.as_ref().err().cloned()).collect();
     let mut o = Opened {
@@ -82,7 +83,7 @@ fn open_one(
     ring: &mut Option<Ring>,
     o: &mut Opened,
 ) -> Result<(), String> {
-    let mut a = evidence::attr(src);
+    let mut a = sidetp::attr(src);
     let fd = sys::open(&mut a, pid, cpu, -1)
         .map_err(|e| format!("perf_event_open on cpu {cpu}: {e}"))?;
     let info = sys::parse_info(&a).ok_or("no record layout for its attributes")?;
