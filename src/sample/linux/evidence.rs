@@ -39,6 +39,7 @@ use crate::sample::RawProfile;
 pub(crate) const FILE_LOOKS_PER_ROUND: u32 = 32;
 const MSG_PEEK: i64 = 2;
 const TCP_SYN_SENT: i64 = 2;
+const TCP_CLOSE: i64 = 7;
 const PEEK_BYTES: usize = 16;
 
 /// Which side events were opened on every CPU (set by the sampler).
@@ -131,8 +132,10 @@ impl Evidence {
             }
             SideRole::SockState(f) => {
                 let Some(sk) = get(f.skaddr) else { return };
-                if int(&data, f.newstate) == Some(TCP_SYN_SENT) {
-                    self.sockio.connecting(sk);
+                match int(&data, f.newstate) {
+                    Some(TCP_SYN_SENT) => self.sockio.connecting(sk),
+                    Some(TCP_CLOSE) => self.sockio.closed(sk),
+                    _ => {}
                 }
                 if let Some(a) = tcp_addrs(&data, &f) {
                     self.addrs.insert(sk, a);
