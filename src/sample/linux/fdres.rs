@@ -16,21 +16,29 @@
 //! `readlink /proc/PID/fd/N` gives a path (a file, or a device under `/dev/`),
 //! `socket:[INODE]`, `pipe:[INODE]` or `anon_inode:[eventfd]`-like names. A socket's
 //! addresses come from the process's `/proc/PID/net/{tcp,tcp6,udp,udp6,unix}` by inode
-//! (NOTES-waits: parsing these costs about what sock_diag does for TCP; Unix peers
-//! would need sock_diag and are not named). Results are cached per (pid, fd); the
+//! (NOTES-waits: parsing these costs about what sock_diag does for TCP); a Unix
+//! socket's peer comes from sock_diag (`netpeer`, `unixdiag`). Results are cached per (pid, fd); the
 //! link is read again at most once per drain round, and a changed link (the fd was
 //! reused) makes a new resource. Each round may read at most [`BUDGET_PER_ROUND`]
 //! links or tables; look-ups past it are skipped and counted.
+//!
+//! Sockets seen moving data for the first time (`sockio`) are resolved at once with
+//! [`Resolver::resolve_now`], from a budget of their own ([`FIRST_SIGHT_PER_ROUND`]),
+//! so that waits cannot starve them. A socket's peer is named as a service of this host
+//! when it is one (`netpeer`), for waits and traffic alike.
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use super::netpeer::NetPeer;
 use crate::profile::{Resource, ResourceKind};
 
 /// Larger first arguments are not descriptors (the kernel's default `nr_open`).
 pub(crate) const MAX_FD: u64 = 1 << 20;
 /// Links and tables read per drain round (~10 ms): a few hundred µs at most.
 pub(crate) const BUDGET_PER_ROUND: u32 = 128;
+/// Look-ups of sockets at their first traffic per drain round.
+pub(crate) const FIRST_SIGHT_PER_ROUND: u32 = 256;
 
 #[derive(Debug)]
 struct Seen {
@@ -47,6 +55,10 @@ pub(crate) struct Resolver {
     resources: Vec<Resource>,
     round: u64,
     budget: u32,
+    first_budget: u32,
+    /// Spending from `first_budget` (inside `resolve_now`).
+    first_sight: bool,
+    peers: NetPeer,
     /// Look-ups skipped for want of budget.
     pub(crate) skipped: u64,
 }
@@ -56,6 +68,57 @@ impl Resolver {
     pub(crate) fn new_round(&mut self) {
         self.round += 1;
         self.budget = BUDGET_PER_ROUND;
+        self.first_budget = FIRST_SIGHT_PER_ROUND;
+        self.peers.new_round();
+    }
+
+    /// The resource of descriptor `fd` of `pid` now, at a socket's first traffic: the
+    /// link is read again even if it was this round (the fd may have been reused).
+    pub(crate) fn resolve_now(&mut self, pid: i32, fd: i32) -> Option<u32> {
+        let fd = u64::try_from(fd).ok()?;
+        self.first_sight = true;
+        if let Some(s) = self.cache.get_mut(&(pid, fd as i32)) {
+            s.round = 0;
+        }
+        let r = self.resolve(pid, fd);
+        self.first_sight = false;
+        r
+    }
+
+    /// Whether resource `i` was resolved as a socket with its addresses.
+    pub(crate) fn is_socket(&self, i: u32) -> bool {
+        self.resources.get(i as usize).is_some_and(|r| {
+            matches!(
+                r.kind,
+                ResourceKind::SocketTcp | ResourceKind::SocketUdp | ResourceKind::SocketUnix
+            )
+        })
+    }
+
+    /// The peer address of resource `i`, when it has one.
+    pub(crate) fn peer_of(&self, i: u32) -> Option<&str> {
+        self.resources.get(i as usize)?.peer.as_deref()
+    }
+
+    /// A TCP socket known by its addresses only (its descriptor was gone before the
+    /// look-up), named by its peer, with the peer's service when local.
+    pub(crate) fn intern_tcp(&mut self, pid: i32, local: Option<String>, peer: String) -> u32 {
+        let mut r = Resource {
+            kind: ResourceKind::SocketTcp,
+            name: peer.clone(),
+            local,
+            peer: Some(peer),
+            pid,
+            service: None,
+            peer_local: None,
+        };
+        self.peers.enrich(pid, 0, &mut r);
+        self.intern(r)
+    }
+
+    /// Services left unnamed for want of budget.
+    pub(crate) fn services_skipped(&self) -> u64 {
+        self.peers.skipped
     }
 
     /// The resource `arg0` names as a descriptor of process `pid`, if any.
@@ -104,10 +167,15 @@ impl Resolver {
     }
 
     fn spend(&mut self) -> bool {
-        if self.budget == 0 {
+        let budget = if self.first_sight {
+            &mut self.first_budget
+        } else {
+            &mut self.budget
+        };
+        if *budget == 0 {
             return false;
         }
-        self.budget -= 1;
+        *budget -= 1;
         true
     }
 
@@ -130,7 +198,8 @@ impl Resolver {
                 self.skipped += 1;
                 None
             };
-            if let Some(s) = found {
+            if let Some(mut s) = found {
+                self.peers.enrich(pid, inode, &mut s);
                 r = s;
             }
         }

@@ -693,6 +693,10 @@ impl Processor {
             truncated_stacks: self.truncated,
             wakers_recorded: false,
             resources: self.fds.into_resources(),
+            sockets_recorded: false,
+            sockets: Vec::new(),
+            file_reads_recorded: false,
+            file_reads: Vec::new(),
             warnings,
         }
     }

@@ -24,6 +24,11 @@
 //!   record is written only when the *waker* (the current task) is in the profiled tree:
 //!   a wait ended from outside the tree (a timer, an idle CPU, another process) has no
 //!   waker, by design. Same ring as the switch-out event.
+//! - *socket and page-cache evidence* (kernel + user scope only):
+//!   `sock:sock_{send,recv}_length`, `sock:inet_sock_set_state` and
+//!   `filemap:mm_filemap_get_pages`, every hit, no stacks, into the main ring; their
+//!   records go to rings of their own, drained every millisecond by a second thread
+//!   that resolves a new socket or file at once (see `sidecar`, `evidence`).
 //!
 //! # Draining
 //!
@@ -44,6 +49,7 @@ use perf_event_open_sys::bindings as b;
 
 use super::blocked;
 use super::process::{EventRole, Processor};
+use super::sidecar;
 use super::sys::{self, OwnedRecord, Ring};
 use super::tracefs;
 use crate::error::Error;
@@ -66,6 +72,8 @@ const WAKING_RECORD_BYTES: u64 = 96;
 pub struct PerfSampler {
     stop: Option<mpsc::Sender<u64>>,
     thread: Option<JoinHandle<RawProfile>>,
+    /// The socket and page-cache evidence thread, when its events were opened.
+    side: Option<sidecar::Running>,
     /// Human description, e.g. "perf_event cpu-clock + sched_switch, dwarf unwinding".
     pub description: String,
 }
@@ -322,7 +330,7 @@ fn ring_bytes(freq: u32, stack_bytes: u32, ncpu: usize) -> usize {
     bytes.min(16 * 1024 * 1024) as usize
 }
 
-fn map_ring(mut fd: OwnedFd, mut bytes: usize) -> Result<Ring, std::io::Error> {
+pub(crate) fn map_ring(mut fd: OwnedFd, mut bytes: usize) -> Result<Ring, std::io::Error> {
     loop {
         match Ring::map(fd, bytes) {
             Ok(r) => return Ok(r),
@@ -345,6 +353,7 @@ fn is_permission_or_nomem(e: &std::io::Error) -> bool {
 struct Opened {
     /// The waking event opened on every CPU.
     wakers: bool,
+
     rings: Vec<Ring>,
     extra_fds: Vec<OwnedFd>,
     roles: HashMap<u64, (EventRole, RecordParseInfo)>,
@@ -425,6 +434,7 @@ impl PerfSampler {
         let mut waking_failed = None;
         let mut opened = Opened {
             wakers: false,
+
             rings: Vec::new(),
             extra_fds: Vec::new(),
             roles: HashMap::new(),
@@ -486,6 +496,11 @@ impl PerfSampler {
             }
             opened.rings.push(main_ring);
         }
+        let side = match scope {
+            Scope::Full => Some(sidecar::open(pid, &cpus, &mut warnings)),
+            Scope::UserOnly => None,
+        };
+        let recorded = side.as_ref().map(|s| s.recorded).unwrap_or_default();
         opened.wakers = waking.is_some() && waking_failed.is_none();
         if let Some(why) = &waking_failed {
             warnings.push(format!(
@@ -494,6 +509,12 @@ impl PerfSampler {
             ));
         }
         let waking_name = if opened.wakers { " + sched_waking" } else { "" };
+        let side_name = match (recorded.sockets, recorded.files) {
+            (true, true) => " + socket and page-cache tracepoints",
+            (true, false) => " + socket tracepoints",
+            (false, true) => " + page-cache tracepoint",
+            (false, false) => "",
+        };
         let switch_name = match &switch_src {
             Some(SwitchSource::Tracepoint { .. }) => "sched_switch",
             Some(SwitchSource::SoftwareEvent) => {
@@ -522,7 +543,7 @@ impl PerfSampler {
             Scope::UserOnly => ", user space only; blocked threads read from /proc",
         };
         let description = format!(
-            "perf_event {ev_name} + {switch_name}{waking_name}, dwarf unwinding ({stack_bytes} B stack copies){scope_note}"
+            "perf_event {ev_name} + {switch_name}{waking_name}{side_name}, dwarf unwinding ({stack_bytes} B stack copies){scope_note}"
         );
         let nominal = match ev {
             OnCpuEvent::Cycles => Some(1_000_000_000 / u64::from(freq)),
@@ -535,6 +556,10 @@ impl PerfSampler {
         let desc = description.clone();
         // Without switch-out stacks, blocked threads are looked at through /proc.
         let poll_blocked = (scope == Scope::UserOnly).then_some(stack_bytes as usize);
+        let side = side
+            .filter(|s| !s.is_empty())
+            .map(sidecar::spawn)
+            .transpose()?;
         let thread = std::thread::Builder::new()
             .name("profmap-perf-drain".into())
             .spawn(move || drain_loop(opened, processor, rx, desc, freq, warnings, poll_blocked))
@@ -542,6 +567,7 @@ impl PerfSampler {
         Ok(PerfSampler {
             stop: Some(tx),
             thread: Some(thread),
+            side,
             description,
         })
     }
@@ -552,13 +578,18 @@ impl PerfSampler {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(t0_ns);
         }
+        let side = self.side.take().map(|s| s.finish(t0_ns)).transpose()?;
         let thread = self
             .thread
             .take()
             .ok_or_else(|| Error::Tool("sampler already finished".into()))?;
-        thread
+        let mut raw = thread
             .join()
-            .map_err(|_| Error::Tool("the perf drain thread panicked".into()))
+            .map_err(|_| Error::Tool("the perf drain thread panicked".into()))?;
+        if let Some(side) = side {
+            sidecar::merge(&mut raw, side);
+        }
+        Ok(raw)
     }
 }
 
@@ -569,6 +600,9 @@ impl Drop for PerfSampler {
         }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        if let Some(s) = self.side.take() {
+            let _ = s.finish(0);
         }
     }
 }

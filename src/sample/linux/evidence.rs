@@ -1,0 +1,268 @@
+//! Socket traffic and page-cache reads of the tree: opening their tracepoints and
+//! handling their records as soon as the drain thread copies them out (before the sort
+//! slack: a short connection's descriptor and buffers are gone 20 ms later).
+//!
+//! # Events (per CPU, inherited, `enable_on_exec`, into the main ring)
+//!
+//! - `sock:sock_send_length`, `sock:sock_recv_length` (fields `sk`, `ret`, `flags`
+//!   from the format file): every event, IDENTIFIER|TID|TIME|RAW and the user registers
+//!   DI, SI, DX (the syscall's fd, buffer and length), no callchain (~0.4 µs/event).
+//!   Calls with `ret > 0` and without MSG_PEEK go to `sockio`.
+//! - `sock:inet_sock_set_state` (`skaddr`, `newstate`): SYN_SENT from a task of the
+//!   tree means the tree opened that connection.
+//! - `filemap:mm_filemap_get_pages` (`i_ino`, `s_dev`, `index`, `last_index`): to
+//!   `fileio`.
+//!
+//! # At first sight
+//!
+//! A new socket's descriptor is resolved at once (`Resolver::resolve_now`). Its first
+//! send and first receive have up to 16 bytes of the caller's buffer read with
+//! `process_vm_readv` (SI; for sendmsg/recvmsg SI is a msghdr, tried second) and
+//! recognised (`sample::protocol`). The buffer may already hold other data by then (the
+//! drain thread runs up to 10 ms later): a documented race, counted with the reads that
+//! failed. A new file's path is found by matching (dev, ino) with the stat of the
+//! process's `/proc/PID/fd/*`, at most [`FILE_LOOKS_PER_ROUND`] scans per round.
+
+use std::collections::{HashMap, HashSet};
+
+use linux_perf_event_reader::{EventRecord, RawData, RawEventRecord, RecordParseInfo, RecordType};
+
+use super::fdres::Resolver;
+use super::fileio::{FileIo, PagesAsked};
+use super::peek::{find_file, first_protocol};
+use super::sidetp::{Field, SideRole, int, tcp_addrs, uint};
+use super::sockio::{SockCall, SockIo};
+use super::sys::{OwnedRecord, REG_DI, REG_SI};
+use crate::sample::RawProfile;
+
+/// Scans of a process's descriptors for a file's path, per drain round.
+pub(crate) const FILE_LOOKS_PER_ROUND: u32 = 32;
+const MSG_PEEK: i64 = 2;
+const TCP_SYN_SENT: i64 = 2;
+const TCP_CLOSE: i64 = 7;
+const PEEK_BYTES: usize = 16;
+
+/// Which side events were opened on every CPU (set by the sampler).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Recorded {
+    pub sockets: bool,
+    pub files: bool,
+}
+
+/// The drain thread's socket and file state.
+#[derive(Debug, Default)]
+pub(crate) struct Evidence {
+    sockio: SockIo,
+    /// The (local, peer) addresses of TCP sockets by `sk`, from their state changes in
+    /// the tree: names a connection whose descriptor was closed before its look-up.
+    addrs: HashMap<u64, (Option<String>, String)>,
+    fileio: FileIo,
+    /// File rows whose look-up was skipped for want of budget.
+    unlooked: HashSet<usize>,
+    file_looks: u32,
+    peeks: u64,
+    peek_failed: u64,
+    peek_unknown: u64,
+    files_skipped: u64,
+    pub(crate) events: u64,
+    pub(crate) parse_errors: u64,
+    /// Records the kernel dropped from the side rings.
+    pub(crate) lost: u64,
+}
+
+impl Evidence {
+    pub(crate) fn new_round(&mut self) {
+        self.file_looks = FILE_LOOKS_PER_ROUND;
+    }
+
+    /// Handle one side record (records in time order).
+    pub(crate) fn handle(
+        &mut self,
+        rec: &OwnedRecord,
+        role: SideRole,
+        info: &RecordParseInfo,
+        fds: &mut Resolver,
+    ) {
+        let raw = RawEventRecord::new(
+            RecordType(rec.record_type),
+            rec.misc,
+            RawData::Single(&rec.body),
+            *info,
+        );
+        let Ok(EventRecord::Sample(s)) = raw.parse() else {
+            return;
+        };
+        let (Some(pid), Some(tid), Some(time), Some(data)) = (s.pid, s.tid, s.timestamp, &s.raw)
+        else {
+            self.parse_errors += 1;
+            return;
+        };
+        self.events += 1;
+        let data = data.as_slice();
+        let get = |f: Field| uint(&data, f);
+        match role {
+            SideRole::SockIo {
+                dir,
+                sk,
+                ret,
+                flags,
+            } => {
+                let (Some(sk), Some(ret), Some(flags)) = (get(sk), int(&data, ret), get(flags))
+                else {
+                    self.parse_errors += 1;
+                    return;
+                };
+                if ret <= 0 || flags as i64 & MSG_PEEK != 0 {
+                    return;
+                }
+                let reg = |r| s.user_regs.as_ref().and_then(|x| x.get(r));
+                let fd = reg(REG_DI)
+                    .filter(|&d| d < super::fdres::MAX_FD)
+                    .map_or(-1, |d| d as i32);
+                let call = SockCall {
+                    pid,
+                    tid,
+                    fd,
+                    sk,
+                    dir,
+                    bytes: ret as u64,
+                    time,
+                };
+                self.sock_call(call, reg(REG_SI), fds);
+            }
+            SideRole::SockState(f) => {
+                let Some(sk) = get(f.skaddr) else { return };
+                match int(&data, f.newstate) {
+                    Some(TCP_SYN_SENT) => self.sockio.connecting(sk),
+                    Some(TCP_CLOSE) => self.sockio.closed(sk),
+                    _ => {}
+                }
+                if let Some(a) = tcp_addrs(&data, &f) {
+                    self.addrs.insert(sk, a);
+                }
+            }
+            SideRole::PagesAsked {
+                ino,
+                dev,
+                index,
+                last,
+            } => {
+                let (Some(ino), Some(dev), Some(index), Some(last_index)) =
+                    (get(ino), get(dev), get(index), get(last))
+                else {
+                    self.parse_errors += 1;
+                    return;
+                };
+                let e = PagesAsked {
+                    pid,
+                    tid,
+                    dev: dev as u32,
+                    ino,
+                    index,
+                    last_index,
+                };
+                self.pages(e);
+            }
+        }
+    }
+
+    fn sock_call(&mut self, c: SockCall, buf: Option<u64>, fds: &mut Resolver) {
+        let seen = self.sockio.call(c);
+        if seen.new {
+            let mut r = fds.resolve_now(c.pid, c.fd);
+            // The descriptor may be gone, or name a newer socket, by the look-up: a TCP
+            // connection the tree opened is named from its own SYN then.
+            if let Some((local, peer)) = self.addrs.get(&c.sk)
+                && !r.is_some_and(|i| fds.is_socket(i) && fds.peer_of(i) == Some(peer.as_str()))
+            {
+                r = Some(fds.intern_tcp(c.pid, local.clone(), peer.clone()));
+            }
+            self.sockio.set_resource(seen.row, r);
+        }
+        if !seen.first_in_direction || self.sockio.has_protocol(seen.row) {
+            return;
+        }
+        let Some(buf) = buf else { return };
+        self.peeks += 1;
+        let len = (c.bytes as usize).min(PEEK_BYTES);
+        match first_protocol(c.pid, buf, len, c.dir) {
+            Ok(Some(p)) => self.sockio.set_protocol(seen.row, p),
+            Ok(None) => self.peek_unknown += 1,
+            Err(()) => self.peek_failed += 1,
+        }
+    }
+
+    fn pages(&mut self, e: PagesAsked) {
+        let (row, new) = self.fileio.asked(e);
+        if !new && !self.unlooked.contains(&row) {
+            return;
+        }
+        if self.file_looks == 0 {
+            if new {
+                self.files_skipped += 1;
+            }
+            self.unlooked.insert(row);
+            return;
+        }
+        self.file_looks -= 1;
+        self.unlooked.remove(&row);
+        let found = find_file(e.pid, e.dev, e.ino);
+        let (path, size) = found.map_or((None, None), |(p, s)| (Some(p), Some(s)));
+        self.fileio.set_file(row, path, size);
+    }
+
+    /// Put the tables (times relative to `t0`) and their warnings into `raw`.
+    pub(crate) fn finish(
+        self,
+        t0: u64,
+        rec: Recorded,
+        services_skipped: u64,
+        raw: &mut RawProfile,
+    ) {
+        raw.sockets_recorded = rec.sockets;
+        raw.file_reads_recorded = rec.files;
+        if rec.sockets {
+            raw.sockets = self.sockio.finish(t0);
+        }
+        if rec.files {
+            raw.file_reads = self.fileio.finish();
+        }
+        let w = &mut raw.warnings;
+        if self.peek_failed + self.peek_unknown > 0 {
+            w.push(format!(
+                "protocol: of {} first payloads of sockets, {} could not be read (the buffer \
+                 was gone or not a buffer) and {} matched no known protocol (HTTP, HTTP/2, \
+                 TLS, PostgreSQL, MySQL, Redis, MongoDB): those sockets' protocol is unknown",
+                self.peeks, self.peek_failed, self.peek_unknown
+            ));
+        }
+        if self.files_skipped > 0 {
+            w.push(format!(
+                "{} files read through the page cache were not looked up (at most {} per \
+                 drain round): their path is unknown",
+                self.files_skipped, FILE_LOOKS_PER_ROUND
+            ));
+        }
+        if services_skipped > 0 {
+            w.push(format!(
+                "{services_skipped} local socket peers were not named (at most {} process \
+                 scans per drain round): their service is unknown",
+                super::netpeer::SCANS_PER_ROUND
+            ));
+        }
+        raw.lost_records += self.lost;
+        if self.lost > 0 {
+            w.push(format!(
+                "{} socket or page-cache records were lost (their rings overflowed): round \
+                 trips, calls and pages are lower bounds",
+                self.lost
+            ));
+        }
+        if self.parse_errors > 0 {
+            w.push(format!(
+                "{} socket or page-cache records could not be parsed",
+                self.parse_errors
+            ));
+        }
+    }
+}
