@@ -131,7 +131,11 @@ pub fn resource_use(p: &SampledProfile, tree: &super::calltree::CallTree) -> Vec
             continue;
         };
         let e = slot.get_or_insert_with(|| Acc::starting(t.first_ns, t.last_ns));
-        e.traffic.add(t);
+        let kind = t
+            .resource
+            .and_then(|r| p.resources.get(r as usize))
+            .map(|r| r.kind);
+        e.traffic.add(t, kind);
     }
     let out: Vec<ResourceUse> = acc
         .into_iter()
@@ -224,14 +228,28 @@ pub(crate) struct Traffic {
     pub connections: u64,
 }
 
+/// Whether the tree opened this connection during the run: a TCP connect seen
+/// (`connected`), or a Unix stream socket the tree spoke first on — no tracepoint
+/// reports a Unix connect, and a launched target's client sockets are all its own.
+pub(crate) fn opened(
+    t: &crate::profile::SocketTraffic,
+    kind: Option<crate::profile::ResourceKind>,
+) -> bool {
+    t.connected || (kind == Some(crate::profile::ResourceKind::SocketUnix) && t.sent_first)
+}
+
 impl Traffic {
-    pub(crate) fn add(&mut self, t: &crate::profile::SocketTraffic) {
+    pub(crate) fn add(
+        &mut self,
+        t: &crate::profile::SocketTraffic,
+        kind: Option<crate::profile::ResourceKind>,
+    ) {
         self.sends = self.sends.saturating_add(t.sends);
         self.recvs = self.recvs.saturating_add(t.recvs);
         self.bytes_sent = self.bytes_sent.saturating_add(t.bytes_sent);
         self.bytes_received = self.bytes_received.saturating_add(t.bytes_received);
         self.round_trips = self.round_trips.saturating_add(t.round_trips);
-        self.connections += u64::from(t.connected);
+        self.connections += u64::from(opened(t, kind));
     }
 }
 

@@ -80,7 +80,11 @@ pub(crate) fn fill(
             else {
                 continue;
             };
-            let new_connection = k == 0 && t.connected;
+            let kind = t
+                .resource
+                .and_then(|r| p.resources.get(r as usize))
+                .map(|r| r.kind);
+            let new_connection = k == 0 && super::resources::opened(t, kind);
             add(leaf, row, &|a: &mut Agg| {
                 a.round_trips += 1;
                 a.connections += u64::from(new_connection);

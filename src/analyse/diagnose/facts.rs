@@ -312,7 +312,7 @@ fn peers(p: &SampledProfile, uses: &[ResourceUse], sample_resources: &[Option<u3
         }
         let t = traffic.entry(i).or_default();
         t.0 += s.round_trips;
-        t.1 += u64::from(s.connected);
+        t.1 += u64::from(super::super::resources::opened(s, Some(r.kind)));
         t.2 += s.sends + s.recvs;
         t.3 += s.bytes_sent + s.bytes_received;
     }
