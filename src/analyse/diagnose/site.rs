@@ -17,10 +17,12 @@ pub fn deepest(f: &Facts, pred: impl Fn(&StepFact) -> bool) -> Option<&StepFact>
     pick(true).or_else(|| pick(false))
 }
 
-/// Where a peer's traffic comes from: the user's code nearest its blocked calls (a
-/// function folded into a library step below it is still named), with the deepest step
-/// whose resources carry the traffic (`carries`); without blocked calls, the deepest
-/// own step that carries it; else the peer itself.
+/// Where a peer's traffic comes from: the deepest step whose resources carry it
+/// (`carries`) when that step is the user's own code (the steps split a loop's caller
+/// from a one-off call: `fetch_user` ×50 beside `list_users` ×1, not their shared
+/// `read_response`); when it is library code, the user's code nearest the peer's
+/// blocked calls, with that step; without either, the deepest own step that carries
+/// it, else the blocked calls' site alone, else the peer itself.
 pub fn peer_site(
     f: &Facts,
     p: &Peer,
@@ -31,14 +33,19 @@ pub fn peer_site(
         .iter()
         .filter(|s| carries(s))
         .max_by_key(|s| s.depth);
+    match (carrying, p.sites.first()) {
+        (Some(s), _) if !s.system => return (s.call_site.clone(), vec![s.id.clone()]),
+        (Some(s), Some((site, _))) => return (site.clone(), vec![s.id.clone()]),
+        _ => {}
+    }
+    if let Some(s) = deepest(f, carries) {
+        return (s.call_site.clone(), vec![s.id.clone()]);
+    }
     if let Some((site, _)) = p.sites.first() {
-        let steps = carrying
+        // A function folded into its caller's step is found through its bottleneck.
+        let steps = deepest(f, |s| function(&s.call_site) == function(site))
             .map(|s| s.id.clone())
             .or_else(|| {
-                deepest(f, |s| function(&s.call_site) == function(site)).map(|s| s.id.clone())
-            })
-            .or_else(|| {
-                // A function folded into its caller's step is found through its bottleneck.
                 f.top
                     .iter()
                     .find(|b| b.function == function(site))
@@ -47,9 +54,6 @@ pub fn peer_site(
             .into_iter()
             .collect();
         return (site.clone(), steps);
-    }
-    if let Some(s) = deepest(f, carries) {
-        return (s.call_site.clone(), vec![s.id.clone()]);
     }
     (p.name.clone(), Vec::new())
 }
