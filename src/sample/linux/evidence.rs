@@ -1,27 +1,31 @@
-//! Socket traffic and page-cache reads of the tree: opening their tracepoints and
-//! handling their records as soon as the drain thread copies them out (before the sort
-//! slack: a short connection's descriptor and buffers are gone 20 ms later).
+//! Socket traffic and page-cache reads of the tree: handling the records of the side
+//! tracepoints (see `sidetp`) as the evidence thread (`sidecar`) copies them out, about a
+//! millisecond after the call on an idle machine (tens of ms on a loaded one).
 //!
-//! # Events (per CPU, inherited, `enable_on_exec`, into the main ring)
+//! # Events (per CPU, inherited, `enable_on_exec`, rings of their own)
 //!
 //! - `sock:sock_send_length`, `sock:sock_recv_length` (fields `sk`, `ret`, `flags`
 //!   from the format file): every event, IDENTIFIER|TID|TIME|RAW and the user registers
-//!   DI, SI, DX (the syscall's fd, buffer and length), no callchain (~0.4 µs/event).
-//!   Calls with `ret > 0` and without MSG_PEEK go to `sockio`.
-//! - `sock:inet_sock_set_state` (`skaddr`, `newstate`): SYN_SENT from a task of the
-//!   tree means the tree opened that connection.
+//!   DI, SI, DX (the syscall's fd, buffer and length), no callchain. Calls with
+//!   `ret > 0` and without MSG_PEEK go to `sockio`.
+//! - `sock:inet_sock_set_state` (`skaddr`, `newstate`, ports and addresses): SYN_SENT
+//!   from a task of the tree means the tree opened that connection; CLOSE ends it; the
+//!   addresses name a TCP socket whose descriptor was gone before its look-up.
 //! - `filemap:mm_filemap_get_pages` (`i_ino`, `s_dev`, `index`, `last_index`): to
 //!   `fileio`.
 //!
 //! # At first sight
 //!
-//! A new socket's descriptor is resolved at once (`Resolver::resolve_now`). Its first
-//! send and first receive have up to 16 bytes of the caller's buffer read with
-//! `process_vm_readv` (SI; for sendmsg/recvmsg SI is a msghdr, tried second) and
-//! recognised (`sample::protocol`). The buffer may already hold other data by then (the
-//! drain thread runs up to 10 ms later): a documented race, counted with the reads that
-//! failed. A new file's path is found by matching (dev, ino) with the stat of the
-//! process's `/proc/PID/fd/*`, at most [`FILE_LOOKS_PER_ROUND`] scans per round.
+//! A new socket's descriptor is resolved at once (`Resolver::resolve_now`); a TCP
+//! socket whose descriptor is gone, or names a newer socket, by then is named from
+//! its state changes' addresses. Its first send and first receive have up to 16 bytes
+//! of the caller's buffer read with `process_vm_readv` (SI; for sendmsg/recvmsg SI is
+//! a msghdr, tried second) and recognised (`sample::protocol`). The buffer may hold
+//! other data by then, or the process may have exited: a documented race, counted
+//! with the reads that failed. A new file's path is found by matching (dev, ino) with
+//! the stat of the process's `/proc/PID/fd/*`, at most [`FILE_LOOKS_PER_ROUND`] scans
+//! per round; a file closed before that has no path. Unix sockets closed before their
+//! look-up name no resource (no tracepoint carries their address).
 
 use std::collections::{HashMap, HashSet};
 
