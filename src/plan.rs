@@ -80,6 +80,10 @@ pub struct SamplePlan {
     /// Record wake-ups (`sched:sched_waking`) so waits can be followed to the thread
     /// that ended them (the critical path). Off only to measure what they cost.
     pub wakeups: bool,
+    /// Record page-cache reads per file (`filemap:mm_filemap_get_pages`): the evidence
+    /// for files read more than once. Off by default: it costs ~1.6 µs per buffered
+    /// read (a page-cached `dd bs=4k` ran about twice as long; bench/evidence.sh).
+    pub file_reads: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -35,6 +35,20 @@ fn record(args: &[&str]) -> (tempfile::TempDir, Value) {
     record_env(args, &[])
 }
 
+/// `profmap record --file-reads`: page-cache reads per file recorded.
+fn record_file_reads(args: &[&str]) -> (tempfile::TempDir, Value) {
+    let out = tempfile::tempdir().expect("tempdir");
+    profmap()
+        .args(["record", "-q", "--file-reads", "--out"])
+        .arg(out.path())
+        .arg("--")
+        .args(args)
+        .assert()
+        .success();
+    let map = valid_map(out.path());
+    (out, map)
+}
+
 /// `profmap record` with extra environment for the target.
 fn record_env(args: &[&str], env: &[(&str, &str)]) -> (tempfile::TempDir, Value) {
     let out = tempfile::tempdir().expect("tempdir");
@@ -349,7 +363,7 @@ fn reading_one_file_three_times_confirms_redundant_work() {
     // Page-cached before the run: the reads are the same data, not the disk.
     std::fs::read(&table).expect("warm the cache");
     let bin = compile("fileio", &[]);
-    let (out, map) = record(&[
+    let (out, map) = record_file_reads(&[
         bin.to_str().unwrap(),
         "reread",
         table.to_str().unwrap(),

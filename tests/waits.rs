@@ -45,6 +45,7 @@ fn profile(program: &str, args: &[&str]) -> SampledProfile {
         frequency_hz: 99,
         stack_bytes: 16 * 1024,
         wakeups: true,
+        file_reads: false,
     };
     let sampler = PerfSampler::attach(susp.pid, &plan).expect("attach sampler");
     let launched = susp.release(program).expect("release");

@@ -80,6 +80,11 @@ struct SessionArgs {
     /// and shares fall back to summed thread time (for measuring what wake-ups cost).
     #[arg(long)]
     no_wakeups: bool,
+    /// Record page-cache reads per file, to find files read more than once (redundant
+    /// work). Costs about 1.6 µs per buffered read: a read-heavy target can run twice
+    /// as long, so it is off unless asked for.
+    #[arg(long)]
+    file_reads: bool,
     /// Run id recorded in every output (managed mode).
     #[arg(long, value_name = "ID")]
     run_id: Option<String>,
@@ -216,6 +221,7 @@ fn session(mode: Mode, a: SessionArgs) -> Plan {
             frequency_hz: a.frequency,
             stack_bytes: a.stack_bytes,
             wakeups: !a.no_wakeups,
+            file_reads: a.file_reads,
         },
         output: OutputPlan {
             redact: !a.no_redact,
