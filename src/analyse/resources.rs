@@ -190,16 +190,30 @@ pub struct RoundTrips {
     pub db: Option<u64>,
 }
 
+/// A connection whose first bytes could not be read (or matched nothing) speaks what
+/// the other connections of the same process to the same peer were recognised to speak.
 pub fn round_trips(p: &SampledProfile, roles: &super::waited::Roles) -> RoundTrips {
     if !p.sockets_recorded {
         return RoundTrips::default();
     }
+    use crate::profile::Protocol;
+    let key = |t: &crate::profile::SocketTraffic| {
+        let r = t.resource.and_then(|i| p.resources.get(i as usize))?;
+        Some((t.pid, r.service.clone().unwrap_or_else(|| r.name.clone())))
+    };
+    let http_peers: std::collections::HashSet<(i32, String)> = p
+        .sockets
+        .iter()
+        .filter(|t| matches!(t.protocol, Some(Protocol::Http | Protocol::Http2)))
+        .filter_map(key)
+        .collect();
     let (mut http, mut db) = (0u64, 0u64);
     for t in p.sockets.iter().filter(|t| t.sent_first) {
-        if matches!(
-            t.protocol,
-            Some(crate::profile::Protocol::Http | crate::profile::Protocol::Http2)
-        ) {
+        let is_http = match t.protocol {
+            Some(proto) => matches!(proto, Protocol::Http | Protocol::Http2),
+            None => key(t).is_some_and(|k| http_peers.contains(&k)),
+        };
+        if is_http {
             http = http.saturating_add(t.round_trips);
         }
         if roles.role(t.resource) == Some(ResourceRole::Database) {
@@ -456,5 +470,41 @@ mod tests {
         assert!((m.blocked_ms - 4.0).abs() < 1e-9);
         assert_eq!((m.first_ms, m.last_ms), (0.0, 3.0));
         assert_eq!(m.local, None, "the local ports differ");
+    }
+
+    #[test]
+    fn a_connection_of_unknown_protocol_speaks_what_its_peer_s_others_do() {
+        use crate::profile::{Protocol, SocketTraffic};
+        let conn = |resource, protocol| SocketTraffic {
+            pid: 1,
+            fd: 3,
+            resource: Some(resource),
+            sends: 2,
+            recvs: 2,
+            bytes_sent: 10,
+            bytes_received: 10,
+            round_trips: 2,
+            connected: true,
+            sent_first: true,
+            first_ns: 0,
+            last_ns: 1,
+            protocol,
+            turns: Vec::new(),
+        };
+        let mut p = SampledProfile {
+            resources: vec![
+                res("127.0.0.1:8080"),
+                res("127.0.0.1:8080"),
+                res("127.0.0.1:9"),
+            ],
+            sockets: vec![conn(0, Some(Protocol::Http)), conn(1, None), conn(2, None)],
+            sockets_recorded: true,
+            ..SampledProfile::default()
+        };
+        let roles = super::super::waited::Roles::of(&p);
+        let rt = round_trips(&p, &roles);
+        assert_eq!((rt.http, rt.db), (Some(4), Some(0)));
+        p.sockets_recorded = false;
+        assert_eq!(round_trips(&p, &roles), RoundTrips::default());
     }
 }
