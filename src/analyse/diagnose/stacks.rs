@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::profile::{Frame, SampleKind, SampledProfile};
+use crate::profile::{Frame, FrameKind, SampleKind, SampledProfile};
 
 use super::super::classify::{WaitCategory, categorize};
 use super::facts::{HotLines, SyncFact, call_site, is_library};
@@ -82,11 +82,20 @@ pub(super) fn lock_waits(p: &SampledProfile, holders: bool) -> Vec<(String, f64)
             (None, true) => continue,
             (_, false) => (s.tid, s.stack),
         };
-        let own = frames_of(p, stack)
-            .into_iter()
-            .find(|f| !is_library(f) && !super::super::calltree::is_plumbing(&f.function));
+        let frames = frames_of(p, stack);
+        let plumbing = |f: &&Frame| super::super::calltree::is_plumbing(&f.function);
+        // The user's own code; in a program that is all library (an interpreter), the
+        // innermost user-space function that is not lock plumbing itself.
+        let own = frames
+            .iter()
+            .find(|f| !is_library(f) && !plumbing(f))
+            .or_else(|| {
+                frames.iter().find(|f| {
+                    f.kind == FrameKind::User && !plumbing(f) && !is_lock_plumbing(&f.function)
+                })
+            });
         let who = own.map_or_else(
-            || "an unknown frame".to_string(),
+            || "a thread whose stack was not recorded".to_string(),
             |f| call_site(&f.function, f.location().as_deref()),
         );
         let e = by.entry(who).or_default();
@@ -107,6 +116,22 @@ pub(super) fn lock_waits(p: &SampledProfile, holders: bool) -> Vec<(String, f64)
         .collect();
     v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     v
+}
+
+/// libc's and the kernel's futex and condition-variable internals: where a lock is
+/// waited or released, not whose code did it.
+fn is_lock_plumbing(function: &str) -> bool {
+    [
+        "futex",
+        "pthread_",
+        "lll_lock",
+        "__GI___lll",
+        "syscall",
+        "PyCOND_",
+        "PyMUTEX_",
+    ]
+    .iter()
+    .any(|p| function.contains(p))
 }
 
 /// How far before a wake-up the waker's last on-CPU sample may lie to stand for what
