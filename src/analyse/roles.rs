@@ -104,8 +104,8 @@ pub fn role_of(r: &Resource, protocol: Option<Protocol>) -> ResourceRole {
 
 /// A wait's category, refined by the role of what it waited on: a socket to a
 /// database is `db`, to a peer elsewhere `external`; an event-loop wait (`poll`) or an
-/// unattributed one on a local service's socket is `network`, on a pipe `pipe`; a wait
-/// on a listening socket is `idle`. Other categories (lock, sleep, file...) and waits
+/// unattributed one on a local service's socket is `network`, on a pipe `pipe`, on a
+/// file `file`; a wait on a listening socket is `idle`. Other categories (lock, sleep, file...) and waits
 /// with no resource stay.
 pub fn refine(cat: WaitCategory, role: Option<ResourceRole>) -> WaitCategory {
     use WaitCategory as W;
@@ -117,6 +117,8 @@ pub fn refine(cat: WaitCategory, role: Option<ResourceRole>) -> WaitCategory {
         ResourceRole::Listener if socket_wait => W::Idle,
         ResourceRole::Service if socket_wait => W::Network,
         ResourceRole::Pipe if matches!(cat, W::Poll | W::Other) => W::Pipe,
+        // A read or sync named only by its call (no kernel stack): the file says it.
+        ResourceRole::File if cat == W::Other => W::File,
         _ => cat,
     }
 }
@@ -195,6 +197,7 @@ mod tests {
         assert_eq!(refine(W::Poll, Some(ResourceRole::Pipe)), W::Pipe);
         assert_eq!(refine(W::Lock, Some(ResourceRole::Database)), W::Lock);
         assert_eq!(refine(W::File, Some(ResourceRole::File)), W::File);
+        assert_eq!(refine(W::Other, Some(ResourceRole::File)), W::File);
         assert_eq!(refine(W::Poll, None), W::Poll);
     }
 

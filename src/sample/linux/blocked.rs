@@ -44,6 +44,8 @@ pub(crate) struct Observation {
     pub user: Option<(u64, u64, Vec<u8>)>,
     /// Still in the same call as at the last look: `wchan` and `user` were not read.
     pub repeat: bool,
+    /// The call it blocks in, from the `syscall` file: number and first argument.
+    pub syscall: Option<(u64, u64)>,
 }
 
 impl Looker {
@@ -69,6 +71,7 @@ impl Looker {
                 wchan: None,
                 user: None,
                 repeat: true,
+                syscall: None,
             });
         }
         let o = observe(pid, tid, stack_bytes, time);
@@ -94,9 +97,9 @@ fn observe(pid: i32, tid: i32, stack_bytes: usize, time: u64) -> Option<Observat
         .map(|w| w.trim().to_string())
         .filter(|w| !w.is_empty() && w != "0");
     let syscall = format!("{dir}/syscall");
-    let regs = std::fs::read_to_string(&syscall)
-        .ok()
-        .and_then(|s| syscall_pc_sp(&s));
+    let line = std::fs::read_to_string(&syscall).ok();
+    let regs = line.as_deref().and_then(syscall_pc_sp);
+    let call = line.as_deref().and_then(super::syscalls::number_and_arg0);
     let user = regs.and_then(|(pc, sp)| {
         let stack = read_stack(pid, sp, stack_bytes);
         let again = std::fs::read_to_string(&syscall)
@@ -112,6 +115,7 @@ fn observe(pid: i32, tid: i32, stack_bytes: usize, time: u64) -> Option<Observat
         wchan,
         user,
         repeat: false,
+        syscall: call,
     })
 }
 

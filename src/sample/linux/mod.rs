@@ -30,6 +30,7 @@ mod sidecar;
 mod sidetp;
 mod sockio;
 mod sys;
+mod syscalls;
 mod tracefs;
 mod unixdiag;
 mod unwind;

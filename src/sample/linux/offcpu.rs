@@ -110,6 +110,8 @@ pub(crate) struct Look {
     pub time: u64,
     pub state: WaitState,
     pub stack: Option<u32>,
+    /// The blocked call's argument, read from /proc.
+    pub wait: Option<RawWait>,
 }
 
 /// A finished off-CPU interval (absolute times, like the events').
@@ -259,6 +261,7 @@ impl OffCpu {
             {
                 iv.stack = l.stack;
                 iv.state = l.state;
+                iv.wait = iv.wait.or(l.wait);
             }
         }
         let woken = self
@@ -484,6 +487,7 @@ mod tests {
             time,
             state: WaitState::Uninterruptible,
             stack: Some(stack),
+            wait: None,
         };
         m.look(look(MS / 2, 40)); // before the interval: done with
         m.switch_out(out(1, MS, false));

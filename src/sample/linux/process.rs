@@ -132,7 +132,7 @@ pub(crate) struct Processor {
     /// Names the descriptors blocked syscalls wait on (see `fdres`).
     fds: Resolver,
     /// The stack made of each thread's last full look, for looks that repeat it.
-    last_look: HashMap<i32, Option<u32>>,
+    last_look: HashMap<i32, (Option<u32>, Option<RawWait>)>,
     kernel_names: Vec<String>,
     kernel_name_ids: HashMap<String, u32>,
     lost: u64,
@@ -547,13 +547,14 @@ impl Processor {
     /// process's current maps, under a frame naming its wait channel.
     pub(crate) fn observe(&mut self, o: super::blocked::Observation) {
         if o.repeat
-            && let Some(&node) = self.last_look.get(&o.tid)
+            && let Some(&(node, wait)) = self.last_look.get(&o.tid)
         {
             self.offcpu.look(offcpu::Look {
                 tid: o.tid,
                 time: o.time,
                 state: o.state,
                 stack: node,
+                wait,
             });
             return;
         }
@@ -576,26 +577,66 @@ impl Processor {
             .rev()
             .map(|&a| self.resolve_user(o.pid, a))
             .collect::<Vec<_>>();
-        if let Some(w) = &o.wchan {
-            let next = self.kernel_names.len() as u32;
-            let name = *self.kernel_name_ids.entry(w.clone()).or_insert(next);
-            if name == next {
-                self.kernel_names.push(w.clone());
-            }
-            raw_frames.push(RawFrame::KernelNamed { name });
+        // Without a kernel stack, the call read from /proc stands for it.
+        let mut kernel: Vec<String> = o
+            .syscall
+            .map(|(nr, _)| super::syscalls::frames(nr))
+            .unwrap_or_default();
+        kernel.extend(o.wchan.clone());
+        for name in kernel {
+            raw_frames.push(RawFrame::KernelNamed {
+                name: self.kernel_name_id(name),
+            });
         }
         let mut node = None;
         for f in raw_frames {
             let fid = self.frame_id(f);
             node = Some(self.stack_id(node, fid));
         }
-        self.last_look.insert(o.tid, node);
+        let wait = o.syscall.map(|(nr, arg0)| self.looked_wait(&o, nr, arg0));
+        self.last_look.insert(o.tid, (node, wait));
         self.offcpu.look(offcpu::Look {
             tid: o.tid,
             time: o.time,
             state: o.state,
             stack: node,
+            wait,
         });
+    }
+
+    /// The interned id of a kernel function name.
+    fn kernel_name_id(&mut self, name: String) -> u32 {
+        let next = self.kernel_names.len() as u32;
+        let id = *self.kernel_name_ids.entry(name.clone()).or_insert(next);
+        if id == next {
+            self.kernel_names.push(name);
+        }
+        id
+    }
+
+    /// The wait of a call seen from /proc: its first argument resolved as a descriptor,
+    /// and for poll the first `struct pollfd` when the array lies in the copied stack.
+    fn looked_wait(&mut self, o: &super::blocked::Observation, nr: u64, arg0: u64) -> RawWait {
+        let pollfd0 = o
+            .user
+            .as_ref()
+            .filter(|_| super::syscalls::takes_pollfds(nr))
+            .and_then(|(_, sp, stack)| {
+                let off = usize::try_from(arg0.checked_sub(*sp)?).ok()?;
+                let b: [u8; 4] = stack.get(off..off.checked_add(4)?)?.try_into().ok()?;
+                Some(i32::from_le_bytes(b))
+            })
+            .map(|fd| {
+                let r = u64::try_from(fd)
+                    .ok()
+                    .and_then(|f| self.fds.resolve(o.pid, f));
+                (fd, r)
+            });
+        RawWait {
+            arg0,
+            resource: self.fds.resolve(o.pid, arg0),
+            pollfd0,
+        }
     }
 
     /// Close what is still open and produce the profile. Times become relative to t0.

@@ -414,6 +414,13 @@ impl PerfSampler {
                  shorter waits have a duration but no stack — fix: sudo sysctl \
                  kernel.perf_event_paranoid=1, or run as root"
             ));
+            warnings.push(
+                "socket traffic not recorded (its tracepoints need kernel sampling): round \
+                 trips, connections and protocols are unknown, and waits on sockets are named \
+                 only by the descriptor a look at /proc caught — fix: run as root, or sudo \
+                 sysctl kernel.perf_event_paranoid=-1"
+                    .to_string(),
+            );
         }
         if scope == Scope::Full {
             match tracefs::tracepoint("sched", "sched_switch") {
