@@ -62,12 +62,15 @@ impl NetPeer {
             r.service = s.as_ref().map(|comm| format!("{comm}:{port}"));
             return;
         }
+        // No listener on the peer's port: the other end is a client (a server's
+        // accepted connection), not a service; no owner scan is spent on it.
+        let Some(inode) = listener(pid, tcp, port) else {
+            self.by_port.insert((tcp, port), None);
+            return;
+        };
         if !self.spend() {
             return;
         }
-        let Some(inode) = listener(pid, tcp, port) else {
-            return;
-        };
         let comm = owner_comm(inode);
         r.service = comm.as_ref().map(|c| format!("{c}:{port}"));
         self.by_port.insert((tcp, port), comm);
