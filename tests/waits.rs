@@ -11,52 +11,12 @@ mod common;
 use std::io::Write;
 use std::net::TcpListener;
 
-use profmap::plan::{SamplePlan, TargetSpec};
 use profmap::profile::{Resource, ResourceKind, SampleKind, SampledProfile};
-use profmap::sample::{PerfSampler, monotonic_ns};
 
-/// These tests reap with waitpid(-1): one at a time.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+use common::sampling::serial;
 
-fn wait_all() {
-    loop {
-        let mut status = 0;
-        // SAFETY: plain waitpid.
-        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
-        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return;
-        }
-    }
-}
-
-/// Run `program args` under the sampler until its whole tree is gone; symbolize.
 fn profile(program: &str, args: &[&str]) -> SampledProfile {
-    profmap::target::become_subreaper();
-    let spec = TargetSpec {
-        program: program.into(),
-        args: args.iter().map(|s| s.into()).collect(),
-    };
-    let susp = profmap::target::spawn_suspended(&spec).expect("spawn suspended");
-    let plan = SamplePlan {
-        frequency_hz: 99,
-        stack_bytes: 16 * 1024,
-        wakeups: true,
-        file_reads: false,
-    };
-    let sampler = PerfSampler::attach(susp.pid, &plan).expect("attach sampler");
-    let launched = susp.release(program).expect("release");
-    let t0 = monotonic_ns();
-    wait_all();
-    let raw = sampler.finish(t0).expect("finish");
-    drop(launched);
-    let p = profmap::symbolize::symbolize(&raw);
-    eprintln!("resources {:?}", p.resources);
-    eprintln!("waits {:?}", p.waits);
-    p
+    common::sampling::profile(program, args, false)
 }
 
 /// The resources of the off-CPU waits (with a descriptor) of at least `min_ms` in all.

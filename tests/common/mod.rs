@@ -98,3 +98,4 @@ pub fn baseline(map: &serde_json::Value) -> &serde_json::Value {
 
 pub mod http;
 pub mod pg;
+pub mod sampling;
