@@ -40,7 +40,7 @@
 //! are kept in memory. Rings are sized for rate × record size × 50 ms.
 
 use std::collections::{HashMap, VecDeque};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
@@ -195,17 +195,7 @@ fn waking_source() -> Result<WakingSource, String> {
 /// sched_waking alone); the analysis tells interrupt wake-ups by the kind of wait
 /// instead (timers, disks: see `analyse::critical`).
 fn waking_attr(id: u64) -> b::perf_event_attr {
-    let mut attr = sys::new_attr(b::PERF_TYPE_TRACEPOINT, id);
-    attr.sample_type =
-        sys::SAMPLE_IDENTIFIER | sys::SAMPLE_TID | sys::SAMPLE_TIME | sys::SAMPLE_RAW;
-    attr.__bindgen_anon_1.sample_period = 1;
-    attr.set_disabled(1);
-    attr.set_inherit(1);
-    attr.set_enable_on_exec(1);
-    attr.set_sample_id_all(1);
-    attr.set_use_clockid(1);
-    attr.clockid = libc::CLOCK_MONOTONIC;
-    attr
+    sys::tracepoint_attr(id)
 }
 
 /// Where a side event is opened: the target, the CPU, and the ring it writes into.
@@ -648,7 +638,7 @@ fn drain_loop(
         if let Some(t0) = stop_now {
             break t0;
         }
-        wait_readable(&opened.rings);
+        sys::wait_readable(&opened.rings, POLL_MS);
         processor.new_round();
         let round = sys::monotonic_ns();
         collect(&mut opened, &mut buf, &mut pending, &mut seq);
@@ -683,24 +673,6 @@ fn drain_loop(
     raw.warnings.splice(0..0, warnings);
     raw.wakers_recorded = opened.wakers;
     raw
-}
-
-fn wait_readable(rings: &[Ring]) {
-    let mut fds: Vec<libc::pollfd> = rings
-        .iter()
-        .map(|r| libc::pollfd {
-            fd: r.fd().as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    // SAFETY: fds is a valid array of pollfd.
-    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, POLL_MS) };
-    // Don't spin when a ring signals POLLHUP (all tasks exited): the timeout above is
-    // skipped then, so sleep the poll interval instead.
-    if fds.iter().any(|f| f.revents & libc::POLLHUP != 0) {
-        std::thread::sleep(std::time::Duration::from_millis(POLL_MS as u64));
-    }
 }
 
 fn collect(

@@ -13,7 +13,7 @@
 //! set to wake it per record (a wake-up per socket call would cost the target more).
 
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
@@ -194,7 +194,7 @@ fn run(mut o: Opened, stop: mpsc::Receiver<u64>) -> RawProfile {
             Err(mpsc::TryRecvError::Disconnected) => break 0,
             Err(mpsc::TryRecvError::Empty) => {}
         }
-        wait_readable(&o.rings);
+        sys::wait_readable(&o.rings, POLL_MS);
         let now = sys::monotonic_ns();
         if now.saturating_sub(round_start) >= ROUND_NS {
             round_start = now;
@@ -267,22 +267,6 @@ fn raise_priority() {
     unsafe {
         let tid = libc::gettid();
         libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, -10);
-    }
-}
-
-fn wait_readable(rings: &[Ring]) {
-    let mut fds: Vec<libc::pollfd> = rings
-        .iter()
-        .map(|r| libc::pollfd {
-            fd: r.fd().as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    // SAFETY: fds is a valid array of pollfd.
-    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, POLL_MS) };
-    if fds.is_empty() || fds.iter().any(|f| f.revents & libc::POLLHUP != 0) {
-        std::thread::sleep(std::time::Duration::from_millis(POLL_MS as u64));
     }
 }
 

@@ -131,20 +131,11 @@ fn field(tp: &tracefs::Tracepoint, tp_name: &str, name: &str) -> Result<Field, S
 
 /// The perf attributes of a side event: every hit, no stacks.
 pub(crate) fn attr(src: &SideSource) -> b::perf_event_attr {
-    let mut attr = sys::new_attr(b::PERF_TYPE_TRACEPOINT, src.id);
-    attr.sample_type =
-        sys::SAMPLE_IDENTIFIER | sys::SAMPLE_TID | sys::SAMPLE_TIME | sys::SAMPLE_RAW;
+    let mut attr = sys::tracepoint_attr(src.id);
     if src.regs != 0 {
         attr.sample_type |= sys::SAMPLE_REGS_USER;
         attr.sample_regs_user = src.regs;
     }
-    attr.__bindgen_anon_1.sample_period = 1;
-    attr.set_disabled(1);
-    attr.set_inherit(1);
-    attr.set_enable_on_exec(1);
-    attr.set_sample_id_all(1);
-    attr.set_use_clockid(1);
-    attr.clockid = libc::CLOCK_MONOTONIC;
     attr
 }
 

@@ -278,3 +278,37 @@ pub(crate) fn is_root() -> bool {
 }
 
 pub use crate::measure::monotonic_ns;
+
+/// The attributes of a tracepoint recorded on every hit of the tree (inherited, enabled
+/// at exec) with its thread, time (CLOCK_MONOTONIC) and raw data: no stack.
+pub(crate) fn tracepoint_attr(id: u64) -> perf_event_attr {
+    let mut attr = new_attr(sys::bindings::PERF_TYPE_TRACEPOINT, id);
+    attr.sample_type = SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_RAW;
+    attr.__bindgen_anon_1.sample_period = 1;
+    attr.set_disabled(1);
+    attr.set_inherit(1);
+    attr.set_enable_on_exec(1);
+    attr.set_sample_id_all(1);
+    attr.set_use_clockid(1);
+    attr.clockid = libc::CLOCK_MONOTONIC;
+    attr
+}
+
+/// Wait until a ring has data or `timeout_ms` passed. When a ring signals POLLHUP (all
+/// its tasks exited) poll returns at once from then on: sleep the timeout instead of
+/// spinning.
+pub(crate) fn wait_readable(rings: &[Ring], timeout_ms: i32) {
+    let mut fds: Vec<libc::pollfd> = rings
+        .iter()
+        .map(|r| libc::pollfd {
+            fd: r.fd().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: fds is a valid array of pollfd.
+    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    if fds.is_empty() || fds.iter().any(|f| f.revents & libc::POLLHUP != 0) {
+        std::thread::sleep(std::time::Duration::from_millis(timeout_ms.max(0) as u64));
+    }
+}
