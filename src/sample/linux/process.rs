@@ -180,6 +180,26 @@ impl Processor {
     }
 
     /// Handle one record (records must come in time order).
+    /// As a switch-out record is drained (before the records are sorted, 20–30 ms
+    /// before it is handled): resolve its blocked call's first argument as a
+    /// descriptor now, while the process still lives; `handle` finds it cached.
+    pub(crate) fn prefetch(&mut self, rec: &OwnedRecord, role: EventRole, info: &RecordParseInfo) {
+        if !matches!(role, EventRole::SwitchOut { .. }) {
+            return;
+        }
+        let raw = RawEventRecord::new(
+            RecordType(rec.record_type),
+            rec.misc,
+            RawData::Single(&rec.body),
+            *info,
+        );
+        if let Ok(EventRecord::Sample(s)) = raw.parse()
+            && let (Some(pid), Some(di)) = (s.pid, s.user_regs.as_ref().and_then(|r| r.get(REG_DI)))
+        {
+            self.fds.resolve(pid, di);
+        }
+    }
+
     pub(crate) fn handle(&mut self, rec: &OwnedRecord, role: EventRole, info: &RecordParseInfo) {
         let raw = RawEventRecord::new(
             RecordType(rec.record_type),

@@ -641,7 +641,13 @@ fn drain_loop(
         sys::wait_readable(&opened.rings, POLL_MS);
         processor.new_round();
         let round = sys::monotonic_ns();
-        collect(&mut opened, &mut buf, &mut pending, &mut seq);
+        collect(
+            &mut opened,
+            &mut buf,
+            &mut pending,
+            &mut seq,
+            &mut processor,
+        );
         process_upto(
             &mut pending,
             &mut looks,
@@ -667,7 +673,13 @@ fn drain_loop(
     }
     let end = sys::monotonic_ns();
     processor.new_round();
-    collect(&mut opened, &mut buf, &mut pending, &mut seq);
+    collect(
+        &mut opened,
+        &mut buf,
+        &mut pending,
+        &mut seq,
+        &mut processor,
+    );
     process_upto(&mut pending, &mut looks, &mut processor, u64::MAX);
     let mut raw = processor.finish(t0, end, description, freq);
     raw.warnings.splice(0..0, warnings);
@@ -680,6 +692,7 @@ fn collect(
     buf: &mut Vec<OwnedRecord>,
     pending: &mut Vec<Pending>,
     seq: &mut u64,
+    processor: &mut Processor,
 ) {
     for ring in &mut opened.rings {
         buf.clear();
@@ -696,6 +709,7 @@ fn collect(
             )
             .timestamp()
             .unwrap_or(0);
+            processor.prefetch(&rec, role, &info);
             pending.push(Pending {
                 time,
                 seq: *seq,
