@@ -1,6 +1,12 @@
 //! `probe_capabilities`: what this machine allows, for `profmap doctor` and for choosing
 //! a sampling method. Every check opens or reads the real thing (an event on ourselves,
 //! a file, a library) rather than inferring from versions; failures carry the fix.
+//! The checks of what names a wait's resource (issue 8) are in `evidence_sources`
+//! (tracepoints, syscall arguments, /proc/net) and `peers` (sock_diag, other users'
+//! descriptors, BPF); each failing one also says what the profile loses without it.
+
+mod evidence_sources;
+mod peers;
 
 use perf_event_open_sys::bindings as b;
 
@@ -164,6 +170,7 @@ pub fn probe_capabilities() -> Capabilities {
     };
     checks.push(tp_check);
     checks.push(waking_check(kernel_ok));
+    checks.extend(evidence_sources::checks(root, user_only));
 
     // kallsyms.
     let kptr = sys::read_int("/proc/sys/kernel/kptr_restrict");

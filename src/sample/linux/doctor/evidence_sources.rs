@@ -1,0 +1,246 @@
+//! The doctor's checks of the evidence behind "what each wait was on" (issue 8): the
+//! socket and page-cache tracepoints, the syscall arguments in switch-out samples,
+//! `/proc/net`, sock_diag, other users' descriptors, and (informational) BPF.
+//!
+//! Each check opens the real thing the sampler opens — a tracepoint's format file and a
+//! `perf_event_open` of it with the same sample layout, a netlink socket with a real
+//! query — and a failing one says what the profile loses without it and the exact fix.
+
+use perf_event_open_sys::bindings as b;
+
+use super::super::sys::{self, REG_DI, REG_DX, REG_SI};
+use super::super::tracefs;
+use super::{Check, check, peers, try_open};
+
+/// All the evidence checks, in the doctor's order. `user_only`: kernel sampling is
+/// refused, so events are opened the way the sampler then opens them.
+pub(super) fn checks(root: bool, user_only: bool) -> Vec<Check> {
+    let sock_regs = (1 << REG_DI) | (1 << REG_SI) | (1 << REG_DX);
+    vec![
+        tracepoint_check(&Tp {
+            check: "socket traffic",
+            group: "sock",
+            names: &["sock_send_length", "sock_recv_length"],
+            fields: &["sk", "ret", "flags"],
+            regs: sock_regs,
+            since: "Linux 6.4",
+            loss: "no per-socket sends, receives, bytes or round trips \
+                   (db_round_trips/http_round_trips unknown); socket waits keep only the \
+                   blocked call's peer",
+        }),
+        tracepoint_check(&Tp {
+            check: "connections",
+            group: "sock",
+            names: &["inet_sock_set_state"],
+            fields: &["skaddr", "newstate"],
+            regs: 0,
+            since: "Linux 4.16",
+            loss: "new TCP connections per peer are not counted (a connection per \
+                   request cannot be told from a kept-alive one)",
+        }),
+        tracepoint_check(&Tp {
+            check: "page-cache reads",
+            group: "filemap",
+            names: &["mm_filemap_get_pages"],
+            fields: &["i_ino", "s_dev", "index", "last_index"],
+            regs: 0,
+            since: "Linux 6.11",
+            loss: "reads served from the page cache are not counted per file (a file \
+                   read more than once is not seen)",
+        }),
+        syscall_args_check(user_only),
+        proc_net_check(),
+        peers::sock_diag_check(),
+        peers::peer_owner_check(root),
+        peers::bpf_check(),
+    ]
+}
+
+/// A group of tracepoints one piece of evidence needs, all opened alike.
+struct Tp {
+    check: &'static str,
+    group: &'static str,
+    names: &'static [&'static str],
+    /// Fields the sampler reads from the raw record.
+    fields: &'static [&'static str],
+    /// User registers sampled with each event (0: none).
+    regs: u64,
+    /// The first kernel that has them.
+    since: &'static str,
+    /// What the profile lacks without them.
+    loss: &'static str,
+}
+
+/// The attributes the sampler opens a side tracepoint with: every hit, TID, TIME, RAW,
+/// and the user registers `regs`, no stacks.
+fn side_attr(id: u64, regs: u64) -> b::perf_event_attr {
+    let mut a = sys::new_attr(b::PERF_TYPE_TRACEPOINT, id);
+    a.sample_type = sys::SAMPLE_IDENTIFIER | sys::SAMPLE_TID | sys::SAMPLE_TIME | sys::SAMPLE_RAW;
+    if regs != 0 {
+        a.sample_type |= sys::SAMPLE_REGS_USER;
+        a.sample_regs_user = regs;
+    }
+    a.__bindgen_anon_1.sample_period = 1;
+    a.set_disabled(1);
+    a
+}
+
+fn tracepoint_check(tp: &Tp) -> Check {
+    let what = tp
+        .names
+        .iter()
+        .map(|n| format!("{}:{n}", tp.group))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let fail = |why: String, fix: &str| {
+        check(
+            tp.check,
+            false,
+            format!("{why}; without it: {}", tp.loss),
+            Some(fix),
+        )
+    };
+    if let Some((why, fix)) = tracefs_problem() {
+        return fail(format!("{what}: {why}"), fix);
+    }
+    for name in tp.names {
+        let Some(found) = tracefs::tracepoint(tp.group, name) else {
+            return fail(
+                format!("{}:{name} is not in this kernel", tp.group),
+                &format!("a kernel that has it ({} or later)", tp.since),
+            );
+        };
+        let missing: Vec<&str> = tp
+            .fields
+            .iter()
+            .copied()
+            .filter(|f| found.field(f).is_none())
+            .collect();
+        if !missing.is_empty() {
+            return fail(
+                format!(
+                    "{}:{name}'s format file lacks {} (unreadable, or a layout profmap does \
+                     not know)",
+                    tp.group,
+                    missing.join(", ")
+                ),
+                &format!(
+                    "report it to profmap with the output of `cat /sys/kernel/tracing/events/{}/{name}/format`",
+                    tp.group
+                ),
+            );
+        }
+        if let Err(e) = try_open(side_attr(found.id, tp.regs), false) {
+            return fail(
+                format!("{}:{name} refused by perf_event_open ({e})", tp.group),
+                "run as root, or sudo sysctl kernel.perf_event_paranoid=-1",
+            );
+        }
+    }
+    let regs = if tp.regs != 0 {
+        " with the call's registers"
+    } else {
+        ""
+    };
+    check(
+        tp.check,
+        true,
+        format!("{what} open (every hit, raw record{regs})"),
+        None,
+    )
+}
+
+/// Why tracepoints cannot be found at all, and the fix; None when tracefs is there.
+fn tracefs_problem() -> Option<(String, &'static str)> {
+    if tracefs::tracefs_dir().is_some() {
+        return None;
+    }
+    let unreadable = std::fs::read_dir("/sys/kernel/tracing")
+        .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied);
+    Some(if unreadable {
+        (
+            "/sys/kernel/tracing is not readable by this user".to_string(),
+            "run as root",
+        )
+    } else {
+        (
+            "tracefs is not mounted".to_string(),
+            "sudo mount -t tracefs nodev /sys/kernel/tracing",
+        )
+    })
+}
+
+/// The switch-out sample's user registers with the syscall's first five arguments, as
+/// the sampler opens its context-switch event (kernel and user scope: without kernel
+/// sampling there are no switch-out samples, blocked threads are looked at in /proc).
+fn syscall_args_check(user_only: bool) -> Check {
+    let lost = "without it: a blocked call's descriptor is unknown, waits keep their kind \
+                (socket, file, pipe) but not which file or peer";
+    let fix = Some("sudo sysctl kernel.perf_event_paranoid=1");
+    if user_only {
+        return check(
+            "syscall arguments",
+            false,
+            format!(
+                "kernel sampling refused: no switch-out samples, blocked threads are only \
+                 looked at in /proc; {lost}"
+            ),
+            fix,
+        );
+    }
+    let mut a = sys::new_attr(
+        b::PERF_TYPE_SOFTWARE,
+        u64::from(b::PERF_COUNT_SW_CONTEXT_SWITCHES),
+    );
+    a.set_disabled(1);
+    a.sample_type = sys::SAMPLE_TID | sys::SAMPLE_TIME | sys::SAMPLE_REGS_USER;
+    a.sample_regs_user = sys::SWITCH_REGS_MASK;
+    a.__bindgen_anon_1.sample_period = 1;
+    match try_open(a, false) {
+        Ok(()) => check(
+            "syscall arguments",
+            true,
+            "switch-out samples carry DI, SI, DX, R10, R8: a blocked call's descriptor".into(),
+            None,
+        ),
+        Err(e) => check(
+            "syscall arguments",
+            false,
+            format!("user registers refused on switch-out samples ({e}); {lost}"),
+            fix,
+        ),
+    }
+}
+
+/// The socket tables a TCP/UDP descriptor's addresses and a local peer's listening
+/// socket are read from.
+fn proc_net_check() -> Check {
+    let tables = ["tcp", "tcp6", "udp", "udp6", "unix"];
+    let bad: Vec<String> = tables
+        .iter()
+        .filter_map(|t| {
+            let p = format!("/proc/self/net/{t}");
+            std::fs::read_to_string(&p)
+                .err()
+                .map(|e| format!("{p} ({e})"))
+        })
+        .collect();
+    if bad.is_empty() {
+        return check(
+            "/proc/net",
+            true,
+            "tcp, tcp6, udp, udp6, unix readable: socket addresses and listening ports".into(),
+            None,
+        );
+    }
+    check(
+        "/proc/net",
+        false,
+        format!(
+            "unreadable: {}; without it: sockets have no addresses, peers and services are \
+             unnamed",
+            bad.join(", ")
+        ),
+        Some("mount /proc (mount -t proc proc /proc) in profmap's network namespace"),
+    )
+}
