@@ -8,6 +8,7 @@
 //! have long exited. All platform code lives under `linux/`.
 
 pub mod linux;
+pub mod protocol;
 pub mod waiton;
 
 pub use linux::{Capabilities, Check, PerfSampler, TaskWatcher, monotonic_ns, probe_capabilities};
@@ -136,5 +137,12 @@ pub struct RawProfile {
     pub wakers_recorded: bool,
     /// Descriptors resolved during the run (see [`RawWait`]).
     pub resources: Vec<crate::profile::Resource>,
+    /// Socket traffic was recorded (see `profile::SampledProfile::sockets_recorded`).
+    pub sockets_recorded: bool,
+    /// Per socket of the tree, times relative to `t0_ns`; resources index `resources`.
+    pub sockets: Vec<crate::profile::SocketTraffic>,
+    /// Page-cache reads were recorded (see `profile::SampledProfile::file_reads_recorded`).
+    pub file_reads_recorded: bool,
+    pub file_reads: Vec<crate::profile::FileReads>,
     pub warnings: Vec<String>,
 }

@@ -21,16 +21,24 @@
 //! link is read again at most once per drain round, and a changed link (the fd was
 //! reused) makes a new resource. Each round may read at most [`BUDGET_PER_ROUND`]
 //! links or tables; look-ups past it are skipped and counted.
+//!
+//! Sockets seen moving data for the first time (`sockio`) are resolved at once with
+//! [`Resolver::resolve_now`], from a budget of their own ([`FIRST_SIGHT_PER_ROUND`]),
+//! so that waits cannot starve them. A socket's peer is named as a service of this host
+//! when it is one (`netpeer`), for waits and traffic alike.
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use super::netpeer::NetPeer;
 use crate::profile::{Resource, ResourceKind};
 
 /// Larger first arguments are not descriptors (the kernel's default `nr_open`).
 pub(crate) const MAX_FD: u64 = 1 << 20;
 /// Links and tables read per drain round (~10 ms): a few hundred µs at most.
 pub(crate) const BUDGET_PER_ROUND: u32 = 128;
+/// Look-ups of sockets at their first traffic per drain round.
+pub(crate) const FIRST_SIGHT_PER_ROUND: u32 = 256;
 
 #[derive(Debug)]
 struct Seen {
@@ -47,6 +55,10 @@ pub(crate) struct Resolver {
     resources: Vec<Resource>,
     round: u64,
     budget: u32,
+    first_budget: u32,
+    /// Spending from `first_budget` (inside `resolve_now`).
+    first_sight: bool,
+    peers: NetPeer,
     /// Look-ups skipped for want of budget.
     pub(crate) skipped: u64,
 }
@@ -56,6 +68,26 @@ impl Resolver {
     pub(crate) fn new_round(&mut self) {
         self.round += 1;
         self.budget = BUDGET_PER_ROUND;
+        self.first_budget = FIRST_SIGHT_PER_ROUND;
+        self.peers.new_round();
+    }
+
+    /// The resource of descriptor `fd` of `pid` now, at a socket's first traffic: the
+    /// link is read again even if it was this round (the fd may have been reused).
+    pub(crate) fn resolve_now(&mut self, pid: i32, fd: i32) -> Option<u32> {
+        let fd = u64::try_from(fd).ok()?;
+        self.first_sight = true;
+        if let Some(s) = self.cache.get_mut(&(pid, fd as i32)) {
+            s.round = 0;
+        }
+        let r = self.resolve(pid, fd);
+        self.first_sight = false;
+        r
+    }
+
+    /// Services left unnamed for want of budget.
+    pub(crate) fn services_skipped(&self) -> u64 {
+        self.peers.skipped
     }
 
     /// The resource `arg0` names as a descriptor of process `pid`, if any.
@@ -104,10 +136,15 @@ impl Resolver {
     }
 
     fn spend(&mut self) -> bool {
-        if self.budget == 0 {
+        let budget = if self.first_sight {
+            &mut self.first_budget
+        } else {
+            &mut self.budget
+        };
+        if *budget == 0 {
             return false;
         }
-        self.budget -= 1;
+        *budget -= 1;
         true
     }
 
@@ -130,7 +167,8 @@ impl Resolver {
                 self.skipped += 1;
                 None
             };
-            if let Some(s) = found {
+            if let Some(mut s) = found {
+                self.peers.enrich(pid, inode, &mut s);
                 r = s;
             }
         }

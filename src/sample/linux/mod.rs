@@ -8,17 +8,25 @@
 //! - `offcpu`: off-CPU intervals from switch, exit and wake-up events, with their waker.
 //! - `unwind`: DWARF CFI unwinding with framehop.
 //! - `blocked`: where blocked threads wait, from /proc (user-space-only sampling).
+//! - `evidence`: socket and page-cache tracepoints, handled as they are collected;
+//!   `sockio` (round trips per socket), `fileio` (pages read per file), `netpeer`
+//!   (peer → local service) and `unixdiag` (Unix socket peers through sock_diag).
 //! - `watcher`: `TaskWatcher`, counting processes without samples.
 //! - `doctor`: `probe_capabilities`.
 
 mod blocked;
 mod doctor;
+mod evidence;
 mod fdres;
+mod fileio;
+mod netpeer;
 mod offcpu;
 mod process;
 mod sampler;
+mod sockio;
 mod sys;
 mod tracefs;
+mod unixdiag;
 mod unwind;
 mod watcher;
 

@@ -1,0 +1,250 @@
+//! Peer → service: which process of this host is at the other end of a socket, named
+//! `comm:port` (`postgres:5432`, `python3:8081`) or `comm:/path` for a Unix socket.
+//!
+//! - TCP/UDP: the peer is local when its address is a loopback, unspecified, or one of
+//!   the host's own addresses (`getifaddrs`, read once). Then the socket listening on
+//!   its port (TCP state LISTEN, UDP bound and unconnected) is found in the client's
+//!   `/proc/PID/net/{tcp,tcp6,udp,udp6}`, and its inode's owner by scanning
+//!   `/proc/*/fd` for `socket:[INODE]`. Cached per (protocol, port) for the run.
+//! - Unix: sock_diag gives the connected socket's peer inode and that peer's path
+//!   (see `unixdiag`); the owner of the peer inode is found by the same scan. Cached
+//!   per path. A peer without a path (a socketpair) is local, with no service.
+//!
+//! A scan of `/proc/*/fd` costs ~2 ms: at most [`SCANS_PER_ROUND`] per drain round;
+//! past it the service is left unknown and counted in `skipped`.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use super::unixdiag;
+use crate::profile::{Resource, ResourceKind};
+
+/// Owner scans (each ~2 ms) per drain round.
+pub(crate) const SCANS_PER_ROUND: u32 = 4;
+
+/// The run's cache of services by port and path.
+#[derive(Debug, Default)]
+pub(crate) struct NetPeer {
+    by_port: HashMap<(bool, u16), Option<String>>,
+    by_path: HashMap<String, Option<String>>,
+    local_addrs: Option<Vec<IpAddr>>,
+    scans_left: u32,
+    /// Services left unknown for want of budget.
+    pub(crate) skipped: u64,
+}
+
+impl NetPeer {
+    pub(crate) fn new_round(&mut self) {
+        self.scans_left = SCANS_PER_ROUND;
+    }
+
+    /// Fill `service` and `peer_local` of a socket resource of process `pid` whose
+    /// descriptor links to `socket:[inode]`; a Unix socket is named by its peer's path.
+    pub(crate) fn enrich(&mut self, pid: i32, inode: u64, r: &mut Resource) {
+        match r.kind {
+            ResourceKind::SocketTcp | ResourceKind::SocketUdp => self.inet(pid, r),
+            ResourceKind::SocketUnix => self.unix(inode, r),
+            _ => {}
+        }
+    }
+
+    fn inet(&mut self, pid: i32, r: &mut Resource) {
+        let Some((ip, port)) = r.peer.as_deref().and_then(split_addr) else {
+            return;
+        };
+        let local = ip.is_loopback() || ip.is_unspecified() || self.own_addrs().contains(&ip);
+        r.peer_local = Some(local);
+        if !local {
+            return;
+        }
+        let tcp = r.kind == ResourceKind::SocketTcp;
+        if let Some(s) = self.by_port.get(&(tcp, port)) {
+            r.service = s.as_ref().map(|comm| format!("{comm}:{port}"));
+            return;
+        }
+        if !self.spend() {
+            return;
+        }
+        let comm = listener(pid, tcp, port).and_then(owner_comm);
+        r.service = comm.as_ref().map(|c| format!("{c}:{port}"));
+        self.by_port.insert((tcp, port), comm);
+    }
+
+    fn unix(&mut self, inode: u64, r: &mut Resource) {
+        let Some(peer) = u32::try_from(inode).ok().and_then(unixdiag::query) else {
+            return;
+        };
+        let Some(peer_ino) = peer.peer else { return };
+        r.peer_local = Some(true);
+        let Some(path) = unixdiag::query(peer_ino).and_then(|p| p.name) else {
+            return;
+        };
+        r.name = path.clone();
+        r.peer = Some(path.clone());
+        let cached = self.by_path.get(&path).cloned();
+        let comm = match cached {
+            Some(c) => c,
+            None if self.spend() => {
+                let c = owner_comm(u64::from(peer_ino));
+                self.by_path.insert(path.clone(), c.clone());
+                c
+            }
+            None => None,
+        };
+        r.service = comm.map(|c| format!("{c}:{path}"));
+    }
+
+    fn spend(&mut self) -> bool {
+        if self.scans_left == 0 {
+            self.skipped += 1;
+            return false;
+        }
+        self.scans_left -= 1;
+        true
+    }
+
+    fn own_addrs(&mut self) -> &[IpAddr] {
+        self.local_addrs.get_or_insert_with(host_addrs)
+    }
+}
+
+/// `127.0.0.1:5432` or `[::1]:80` → (address, port).
+pub(crate) fn split_addr(s: &str) -> Option<(IpAddr, u16)> {
+    let (ip, port) = s.rsplit_once(':')?;
+    let ip = ip.trim_start_matches('[').trim_end_matches(']');
+    Some((ip.parse().ok()?, port.parse().ok()?))
+}
+
+/// The inode of the socket listening on `port` in the tables `pid` sees.
+fn listener(pid: i32, tcp: bool, port: u16) -> Option<u64> {
+    let (tables, state) = if tcp {
+        (["tcp", "tcp6"], "0A")
+    } else {
+        (["udp", "udp6"], "07")
+    };
+    tables.iter().find_map(|t| {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{t}")).ok()?;
+        listening_inode(&text, port, state)
+    })
+}
+
+/// The inode of the first line in `state` whose local port is `port`.
+pub(crate) fn listening_inode(table: &str, port: u16, state: &str) -> Option<u64> {
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let local_port = f.get(1)?.rsplit_once(':')?.1;
+        (u16::from_str_radix(local_port, 16).ok()? == port && *f.get(3)? == state)
+            .then(|| f.get(9)?.parse().ok())
+            .flatten()
+            .filter(|&i| i != 0)
+    })
+}
+
+/// The comm of a process holding `socket:[inode]`, scanning every process's fds.
+fn owner_comm(inode: u64) -> Option<String> {
+    let want = format!("socket:[{inode}]");
+    let procs = std::fs::read_dir("/proc").ok()?;
+    for p in procs.flatten() {
+        let name = p.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|c| c.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        let holds = fds
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == want.as_str()));
+        if holds {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+            return Some(comm.trim_end().to_string());
+        }
+    }
+    None
+}
+
+/// The host's own interface addresses.
+fn host_addrs() -> Vec<IpAddr> {
+    let mut out = Vec::new();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list we free below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return out;
+    }
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: cur is a node of the list getifaddrs returned.
+        let ifa = unsafe { &*cur };
+        if !ifa.ifa_addr.is_null() {
+            // SAFETY: ifa_addr points at a sockaddr whose family tells its real type.
+            let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
+            if family == libc::AF_INET {
+                // SAFETY: an AF_INET address is a sockaddr_in.
+                let a = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+                out.push(IpAddr::from(u32::from_be(a.sin_addr.s_addr).to_be_bytes()));
+            } else if family == libc::AF_INET6 {
+                // SAFETY: an AF_INET6 address is a sockaddr_in6.
+                let a = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
+                out.push(IpAddr::from(a.sin6_addr.s6_addr));
+            }
+        }
+        cur = ifa.ifa_next;
+    }
+    // SAFETY: the list came from getifaddrs.
+    unsafe { libc::freeifaddrs(head) };
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_split() {
+        let (ip, port) = split_addr("127.0.0.1:5432").expect("v4");
+        assert!(ip.is_loopback() && port == 5432);
+        let (ip, port) = split_addr("[::1]:80").expect("v6");
+        assert!(ip.is_loopback() && port == 80);
+        assert_eq!(split_addr("nonsense"), None);
+    }
+
+    #[test]
+    fn listening_lines_are_found_by_port_and_state() {
+        let t = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:1538 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 111 1 0 100 0 0 10 0\n   1: 0100007F:C350 0100007F:1538 01 00000000:00000000 00:00000000 00000000     0        0 222 1 0 20 4 30 10 -1\n";
+        assert_eq!(listening_inode(t, 5432, "0A"), Some(111));
+        assert_eq!(listening_inode(t, 50000, "0A"), None);
+        assert_eq!(listening_inode(t, 5432, "07"), None);
+    }
+
+    #[test]
+    fn a_local_listener_is_named_by_its_process() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = l.local_addr().expect("addr").port();
+        let c = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        let mut r = Resource {
+            kind: ResourceKind::SocketTcp,
+            name: format!("127.0.0.1:{port}"),
+            local: Some(c.local_addr().expect("local").to_string()),
+            peer: Some(format!("127.0.0.1:{port}")),
+            pid: std::process::id() as i32,
+            service: None,
+            peer_local: None,
+        };
+        let mut n = NetPeer::default();
+        n.new_round();
+        n.enrich(r.pid, 0, &mut r);
+        let comm = std::fs::read_to_string("/proc/self/comm").expect("comm");
+        assert_eq!(r.service, Some(format!("{}:{port}", comm.trim_end())));
+        assert_eq!(r.peer_local, Some(true));
+        let mut far = Resource {
+            peer: Some("192.0.2.1:443".into()),
+            service: None,
+            ..r.clone()
+        };
+        n.enrich(far.pid, 0, &mut far);
+        assert_eq!((far.peer_local, far.service), (Some(false), None));
+    }
+}
