@@ -76,7 +76,7 @@ fn an_unprivileged_user_is_told_what_evidence_is_lost_and_the_fix() {
     let text = String::from_utf8_lossy(&out.stdout);
     let line = |name: &str| {
         text.lines()
-            .find(|l| l.contains(&format!(" {name} ")))
+            .find(|l| l.starts_with(&format!("│ {name} ")))
             .unwrap_or_else(|| panic!("no {name} line in\n{text}"))
             .to_string()
     };

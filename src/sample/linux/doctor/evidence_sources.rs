@@ -8,46 +8,49 @@
 
 use perf_event_open_sys::bindings as b;
 
-use super::super::sys::{self, REG_DI, REG_DX, REG_SI};
+use super::super::evidence::{self, SideSource};
+use super::super::sys;
 use super::super::tracefs;
 use super::{Check, check, peers, try_open};
 
 /// All the evidence checks, in the doctor's order. `user_only`: kernel sampling is
 /// refused, so events are opened the way the sampler then opens them.
 pub(super) fn checks(root: bool, user_only: bool) -> Vec<Check> {
-    let sock_regs = (1 << REG_DI) | (1 << REG_SI) | (1 << REG_DX);
     vec![
-        tracepoint_check(&Tp {
-            check: "socket traffic",
-            group: "sock",
-            names: &["sock_send_length", "sock_recv_length"],
-            fields: &["sk", "ret", "flags"],
-            regs: sock_regs,
-            since: "Linux 6.4",
-            loss: "no per-socket sends, receives, bytes or round trips \
+        tracepoint_check(
+            user_only,
+            &Tp {
+                check: "socket traffic",
+                group: "sock",
+                names: &["sock_send_length", "sock_recv_length"],
+                since: "Linux 6.4",
+                loss: "no per-socket sends, receives, bytes or round trips \
                    (db_round_trips/http_round_trips unknown); socket waits keep only the \
                    blocked call's peer",
-        }),
-        tracepoint_check(&Tp {
-            check: "connections",
-            group: "sock",
-            names: &["inet_sock_set_state"],
-            fields: &["skaddr", "newstate"],
-            regs: 0,
-            since: "Linux 4.16",
-            loss: "new TCP connections per peer are not counted (a connection per \
+            },
+        ),
+        tracepoint_check(
+            user_only,
+            &Tp {
+                check: "connections",
+                group: "sock",
+                names: &["inet_sock_set_state"],
+                since: "Linux 4.16",
+                loss: "new TCP connections per peer are not counted (a connection per \
                    request cannot be told from a kept-alive one)",
-        }),
-        tracepoint_check(&Tp {
-            check: "page-cache reads",
-            group: "filemap",
-            names: &["mm_filemap_get_pages"],
-            fields: &["i_ino", "s_dev", "index", "last_index"],
-            regs: 0,
-            since: "Linux 6.11",
-            loss: "reads served from the page cache are not counted per file (a file \
+            },
+        ),
+        tracepoint_check(
+            user_only,
+            &Tp {
+                check: "page-cache reads",
+                group: "filemap",
+                names: &["mm_filemap_get_pages"],
+                since: "Linux 6.11",
+                loss: "reads served from the page cache are not counted per file (a file \
                    read more than once is not seen)",
-        }),
+            },
+        ),
         syscall_args_check(user_only),
         proc_net_check(),
         peers::sock_diag_check(),
@@ -61,31 +64,26 @@ struct Tp {
     check: &'static str,
     group: &'static str,
     names: &'static [&'static str],
-    /// Fields the sampler reads from the raw record.
-    fields: &'static [&'static str],
-    /// User registers sampled with each event (0: none).
-    regs: u64,
     /// The first kernel that has them.
     since: &'static str,
     /// What the profile lacks without them.
     loss: &'static str,
 }
 
-/// The attributes the sampler opens a side tracepoint with: every hit, TID, TIME, RAW,
-/// and the user registers `regs`, no stacks.
-fn side_attr(id: u64, regs: u64) -> b::perf_event_attr {
-    let mut a = sys::new_attr(b::PERF_TYPE_TRACEPOINT, id);
-    a.sample_type = sys::SAMPLE_IDENTIFIER | sys::SAMPLE_TID | sys::SAMPLE_TIME | sys::SAMPLE_RAW;
-    if regs != 0 {
-        a.sample_type |= sys::SAMPLE_REGS_USER;
-        a.sample_regs_user = regs;
-    }
-    a.__bindgen_anon_1.sample_period = 1;
-    a.set_disabled(1);
-    a
+/// The sampler's own description of the side event `name` (its fields found in the
+/// format file), or why it has none.
+fn side_source(name: &str) -> Result<SideSource, String> {
+    evidence::sources()
+        .into_iter()
+        .find_map(|s| match s {
+            Ok(s) if s.name == name => Some(Ok(s)),
+            Err(e) if e.contains(name) => Some(Err(e)),
+            _ => None,
+        })
+        .unwrap_or_else(|| Err(format!("the sampler does not open {name}")))
 }
 
-fn tracepoint_check(tp: &Tp) -> Check {
+fn tracepoint_check(user_only: bool, tp: &Tp) -> Check {
     let what = tp
         .names
         .iter()
@@ -103,49 +101,44 @@ fn tracepoint_check(tp: &Tp) -> Check {
     if let Some((why, fix)) = tracefs_problem() {
         return fail(format!("{what}: {why}"), fix);
     }
+    if user_only {
+        return fail(
+            format!("{what}: kernel sampling is refused, the sampler does not open them"),
+            "run as root, or sudo sysctl kernel.perf_event_paranoid=-1",
+        );
+    }
     for name in tp.names {
-        let Some(found) = tracefs::tracepoint(tp.group, name) else {
+        if tracefs::tracepoint(tp.group, name).is_none() {
             return fail(
                 format!("{}:{name} is not in this kernel", tp.group),
                 &format!("a kernel that has it ({} or later)", tp.since),
             );
         };
-        let missing: Vec<&str> = tp
-            .fields
-            .iter()
-            .copied()
-            .filter(|f| found.field(f).is_none())
-            .collect();
-        if !missing.is_empty() {
-            return fail(
-                format!(
-                    "{}:{name}'s format file lacks {} (unreadable, or a layout profmap does \
-                     not know)",
-                    tp.group,
-                    missing.join(", ")
-                ),
-                &format!(
-                    "report it to profmap with the output of `cat /sys/kernel/tracing/events/{}/{name}/format`",
-                    tp.group
-                ),
-            );
-        }
-        if let Err(e) = try_open(side_attr(found.id, tp.regs), false) {
+        let src = match side_source(name) {
+            Ok(src) => src,
+            Err(why) => {
+                return fail(
+                    format!(
+                        "{why} (its format file is unreadable or has a layout profmap does not know)"
+                    ),
+                    &format!(
+                        "report it to profmap with the output of `cat /sys/kernel/tracing/events/{}/{name}/format`",
+                        tp.group
+                    ),
+                );
+            }
+        };
+        if let Err(e) = sys::open(&mut evidence::attr(&src), 0, -1, -1) {
             return fail(
                 format!("{}:{name} refused by perf_event_open ({e})", tp.group),
                 "run as root, or sudo sysctl kernel.perf_event_paranoid=-1",
             );
         }
     }
-    let regs = if tp.regs != 0 {
-        " with the call's registers"
-    } else {
-        ""
-    };
     check(
         tp.check,
         true,
-        format!("{what} open (every hit, raw record{regs})"),
+        format!("{what} open as the sampler opens them (every hit, raw record)"),
         None,
     )
 }

@@ -2,45 +2,94 @@
 //! peer), other users' descriptors (the process behind a local peer), and BPF, which
 //! profmap does not use yet (informational, for the cheaper capture issue 8 weighs).
 
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
 
+use super::super::unixdiag;
 use super::{Check, check};
 
 const NETLINK_SOCK_DIAG: i32 = 4;
 const BPF_MAP_CREATE: i64 = 0;
 const BPF_MAP_TYPE_ARRAY: u32 = 2;
 
-/// Whether a `NETLINK_SOCK_DIAG` socket opens.
+/// Whether sock_diag names a Unix socket's peer: the sampler's own query
+/// (`unixdiag::query`) on one end of a socket pair must name the other end's inode.
 pub(super) fn sock_diag_check() -> Check {
-    // SAFETY: socket(2) with constant arguments; the descriptor is owned at once.
-    let fd = unsafe {
+    let lost = "without it: a Unix socket's peer process is unknown (a client of \
+                PostgreSQL's Unix socket is not tied to postgres)";
+    let fix = Some("sudo modprobe unix_diag (and sock_diag)");
+    let Some((a, b)) = socket_pair_inodes() else {
+        return check(
+            "sock_diag",
+            false,
+            format!("a Unix socket pair could not be made to ask about; {lost}"),
+            fix,
+        );
+    };
+    // SAFETY: socket(2) with constant arguments; the descriptor is closed at once.
+    let opens = unsafe {
         libc::socket(
             libc::AF_NETLINK,
             libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
             NETLINK_SOCK_DIAG,
         )
     };
-    if fd < 0 {
+    if opens < 0 {
         let e = std::io::Error::last_os_error();
         return check(
             "sock_diag",
             false,
-            format!(
-                "a NETLINK_SOCK_DIAG socket does not open ({e}); without it: a Unix socket's \
-                 peer process is unknown (a client of PostgreSQL's Unix socket is not tied to \
-                 postgres)"
-            ),
-            Some("sudo modprobe sock_diag unix_diag inet_diag"),
+            format!("a NETLINK_SOCK_DIAG socket does not open ({e}); {lost}"),
+            fix,
         );
     }
-    // SAFETY: fd is a fresh descriptor nobody else owns.
-    drop(unsafe { OwnedFd::from_raw_fd(fd) });
-    check(
-        "sock_diag",
-        true,
-        "NETLINK_SOCK_DIAG opens: Unix sockets' peers".into(),
-        None,
-    )
+    // SAFETY: a fresh descriptor nobody else owns.
+    drop(unsafe { OwnedFd::from_raw_fd(opens) });
+    match unixdiag::query(a.1).and_then(|p| p.peer) {
+        Some(peer) if peer == b.1 => check(
+            "sock_diag",
+            true,
+            "UNIX_DIAG names a socket's peer: Unix sockets' peer processes".into(),
+            None,
+        ),
+        other => check(
+            "sock_diag",
+            false,
+            format!(
+                "NETLINK_SOCK_DIAG opens but UNIX_DIAG did not name the peer (got {other:?}, \
+                 expected inode {}); {lost}",
+                b.1
+            ),
+            fix,
+        ),
+    }
+}
+
+/// A connected Unix socket pair, each end with its inode (the descriptors keep the
+/// pair alive while the caller holds them).
+fn socket_pair_inodes() -> Option<((OwnedFd, u32), (OwnedFd, u32))> {
+    let mut fds = [0i32; 2];
+    // SAFETY: socketpair writes two descriptors into the array.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: two fresh descriptors nobody else owns.
+    let (x, y) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let inode = |fd: &OwnedFd| {
+        std::fs::metadata(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .ok()
+            .and_then(|m| u32::try_from(m.ino()).ok())
+    };
+    let (ix, iy) = (inode(&x)?, inode(&y)?);
+    Some(((x, ix), (y, iy)))
 }
 
 /// Whether the descriptors of other users' processes can be read: a local peer (a
