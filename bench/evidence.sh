@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# What capturing the evidence of issue 8 (what each wait was on: socket traffic per
+# descriptor, round trips, connections, page-cache reads, peers) costs the target, side by
+# side in one run with the tools a user would pick instead: `strace -c -f` and
+# `perf trace -s` (per-syscall counts). Three workloads:
+#   dd   `dd if=/dev/zero of=FILE bs=4k count=$DD_BLOCKS`, FILE on tmpfs (/dev/shm) by
+#        default: the syscall-heavy case (a read and a write per 4 KiB block);
+#   read `dd if=FILE of=/dev/null bs=4k`, FILE ($DD_BLOCKS blocks) on the disk under the
+#        temporary folder and already in the page cache: every read reaches the page cache
+#        (`filemap:mm_filemap_get_pages`; tmpfs reads do not go through it);
+#   psql `psql -f` running $QUERIES one-line queries over TCP against a PostgreSQL cluster
+#        this script starts in a temporary folder (initdb as `postgres`, a free port, fsync
+#        off, stopped at the end): a client of a local database;
+#   cpu  tests/fixtures/c/three_funcs.c (cc -O2), CPU-bound.
+# Modes: the workload alone; `profmap record` (one profiled run, every output written);
+# `profmap record --no-wakeups`; `strace -c -f`; `perf trace -s`; and, when REF_PROFMAP
+# names another profmap binary (e.g. one built before the evidence capture), `profmap-ref`.
+# Each workload is timed by a small bash wrapper around it (EPOCHREALTIME before and after),
+# so the tools' start-up and their own analysis are not counted; the end-to-end time of the
+# whole command is reported beside it. Modes are interleaved, their order rotated each
+# round; one warm-up round is discarded; medians (min..max) and the slowdown of the median
+# and of the minimum against the workload alone.
+# Round trips on psql: profmap's count (sum of `round_trips` over the recording's `sockets`)
+# against the true count — one per query plus the start-up exchange (SSL and GSS encryption
+# are disabled so there is exactly one) — and strace's sendto/recvfrom calls.
+# Prints Markdown; pass --write to replace the section "## Evidence capture" in
+# docs/benchmarks.md.
+# Env: RUNS (rounds, default 5), DD_BLOCKS (30000), DD_DIR (/dev/shm), QUERIES (2000),
+# CPU_ITERS (40000000), REF_PROFMAP (unset).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-5}
+DD_BLOCKS=${DD_BLOCKS:-30000}
+DD_DIR=${DD_DIR:-/dev/shm}
+QUERIES=${QUERIES:-2000}
+CPU_ITERS=${CPU_ITERS:-40000000}
+REF_PROFMAP=${REF_PROFMAP:-}
+WRITE=${1:-}
+PGBIN=/usr/lib/postgresql/15/bin
+for t in perf strace psql cc python3 runuser; do
+  command -v "$t" >/dev/null || { echo "needs $t" >&2; exit 2; }
+done
+[ -x "$PGBIN/initdb" ] || { echo "needs PostgreSQL 15 server binaries in $PGBIN" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "run as root (initdb runs as postgres; profmap needs tracepoints)" >&2; exit 2; }
+cargo build --release --quiet --bins --examples
+PM=$PWD/target/release/profmap
+COMMIT=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src || echo "+dirty")
+W=$(mktemp -d)
+chmod 755 "$W"
+DDFILE="$DD_DIR/profmap-evidence-$$"
+stop_pg() { [ -f "$W/pg/postmaster.pid" ] && runuser -u postgres -- "$PGBIN/pg_ctl" -D "$W/pg" -m fast stop >/dev/null 2>&1 || true; }
+trap 'stop_pg; rm -rf "$W" "$DDFILE"' EXIT
+cc -O2 -o "$W/cpu" tests/fixtures/c/three_funcs.c
+dd if=/dev/urandom of="$W/readfile" bs=4k count="$DD_BLOCKS" status=none
+cat "$W/readfile" >/dev/null
+
+# PostgreSQL in a temporary folder, on a free port, its socket in the folder too.
+mkdir "$W/pg" "$W/sock"
+chown postgres "$W/pg" "$W/sock"
+runuser -u postgres -- "$PGBIN/initdb" -D "$W/pg" -A trust -U postgres >/dev/null
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+runuser -u postgres -- "$PGBIN/pg_ctl" -D "$W/pg" -l "$W/pg/server.log" -w \
+  -o "-p $PORT -k $W/sock -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null
+for ((i = 0; i < QUERIES; i++)); do echo "SELECT $i;"; done >"$W/q.sql"
+export PGSSLMODE=disable PGGSSENCMODE=disable
+PSQL=(psql -X -q -t -A -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -f "$W/q.sql")
+got=$("${PSQL[@]}" | wc -l)
+[ "$got" = "$QUERIES" ] || { echo "psql answered $got of $QUERIES queries" >&2; exit 1; }
+
+# The workload under a wrapper that writes its own elapsed time (ms) to $W/elapsed.
+cat >"$W/timed" <<'SH'
+#!/bin/bash
+out=$1; shift
+s=$EPOCHREALTIME; "$@"; rc=$?; e=$EPOCHREALTIME
+echo "$s $e" | awk '{ printf "%.3f\n", ($2 - $1) * 1000 }' >"$out"
+exit $rc
+SH
+chmod +x "$W/timed"
+
+workload() {
+  case $1 in
+    dd) echo dd if=/dev/zero of="$DDFILE" bs=4k count="$DD_BLOCKS" status=none ;;
+    read) echo dd if="$W/readfile" of=/dev/null bs=4k status=none ;;
+    psql) echo "${PSQL[@]}" -o /dev/null ;;
+    cpu) echo "$W/cpu" "$CPU_ITERS" ;;
+  esac
+}
+
+# Socket round trips, sends and receives summed over a recording's sockets, and lost
+# samples from its map: "rt=.. sends=.. recvs=.. lost=..".
+profmap_figures() {
+  python3 - "$1" <<'PY'
+import gzip, json, sys
+d = sys.argv[1]
+rec = json.load(gzip.open(f"{d}/profile.json.gz"))
+prof = rec.get("profile", rec)
+def find(o, k):
+    if isinstance(o, dict):
+        if k in o:
+            return o[k]
+        for v in o.values():
+            r = find(v, k)
+            if r is not None:
+                return r
+    return None
+socks = find(rec, "sockets")
+recorded = find(rec, "sockets_recorded")
+lost = json.load(open(f"{d}/performance_map.json"))["profile_result"]["measurement_quality"].get("lost_samples")
+if not recorded:
+    print(f"rt=- sends=- recvs=- lost={lost}")
+else:
+    socks = socks or []
+    s = lambda k: sum(x.get(k, 0) for x in socks)
+    print(f"rt={s('round_trips')} sends={s('sends')} recvs={s('recvs')} lost={lost}")
+PY
+}
+
+# sendto/recvfrom calls (and errors) from `strace -c` output.
+strace_figures() {
+  awk '$NF == "sendto" { s = $4 } $NF == "recvfrom" { r = $4; e = (NF == 6 ? $5 : 0) }
+       END { printf "sendto=%s recvfrom=%s recvfrom_err=%s\n", s + 0, r + 0, e + 0 }' "$1"
+}
+
+# run MODE WL: one line "elapsed_ms end_to_end_ms figures".
+run() {
+  local mode=$1 wl=$2 cmd figs="-" t0 t1
+  read -ra cmd <<<"$(workload "$wl")"
+  rm -f "$W/elapsed" "$DDFILE"
+  t0=$EPOCHREALTIME
+  case $mode in
+    alone) "$W/timed" "$W/elapsed" "${cmd[@]}" ;;
+    profmap | profmap-no-wakeups | profmap-ref)
+      local pm=$PM extra=()
+      [ "$mode" = profmap-no-wakeups ] && extra=(--no-wakeups)
+      [ "$mode" = profmap-ref ] && pm=$REF_PROFMAP
+      rm -rf "$W/pm"
+      "$pm" record -q "${extra[@]}" --out "$W/pm" -- "$W/timed" "$W/elapsed" "${cmd[@]}" >/dev/null 2>&1 ;;
+    strace) strace -c -f -o "$W/st" "$W/timed" "$W/elapsed" "${cmd[@]}" ;;
+    perf-trace) perf trace -s -o "$W/pt" -- "$W/timed" "$W/elapsed" "${cmd[@]}" ;;
+  esac
+  t1=$EPOCHREALTIME
+  case $mode in
+    profmap*) figs=$(profmap_figures "$W/pm" | tr ' ' ,) ;;
+    strace) figs=$(strace_figures "$W/st" | tr ' ' ,) ;;
+  esac
+  echo "$(cat "$W/elapsed") $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) * 1000 }') $figs"
+}
+
+MODES=(alone profmap profmap-no-wakeups strace perf-trace)
+[ -n "$REF_PROFMAP" ] && MODES+=(profmap-ref)
+LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
+START=$(date +%s)
+: >"$W/results.tsv"
+for ((r = 0; r <= RUNS; r++)); do
+  for wl in dd read psql cpu; do
+    for ((k = 0; k < ${#MODES[@]}; k++)); do
+      m=${MODES[$(((k + r) % ${#MODES[@]}))]}
+      v=$(run "$m" "$wl")
+      [ "$r" -gt 0 ] && printf '%s\t%s\t%s\n' "$wl" "$m" "$v" >>"$W/results.tsv"
+    done
+  done
+done
+SECS=$(($(date +%s) - START))
+# Syscalls per second of a dd workload alone (a read and a write per block), median run.
+rate() {
+  awk -F'\t' -v w="$1" '$1 == w && $2 == "alone" { split($3, a, " "); print a[1] }' "$W/results.tsv" |
+    sort -n | awk -v n="$DD_BLOCKS" '{ v[NR] = $1 } END { printf "%.0fk", 2 * n / v[int((NR + 1) / 2)] }'
+}
+DDRATE=$(rate dd)
+READRATE=$(rate read)
+DDFS=$(findmnt -no FSTYPE --target "$DD_DIR" | head -1)
+READFS=$(findmnt -no FSTYPE --target "$W" | head -1)
+
+python3 - "$W/results.tsv" "$QUERIES" <<PY | tee "$W/table.md"
+import statistics, sys
+from collections import defaultdict
+rows = defaultdict(list)
+for line in open(sys.argv[1]):
+    wl, mode, rest = line.rstrip("\n").split("\t")
+    el, e2e, figs = rest.split(" ", 2)
+    f = {} if figs == "-" else dict(kv.split("=") for kv in figs.split(","))
+    rows[wl, mode].append((float(el), float(e2e), f))
+queries = int(sys.argv[2])
+modes = [m for m in "${MODES[*]}".split()]
+label = {
+    "alone": "workload alone",
+    "profmap": "\`profmap record\`",
+    "profmap-no-wakeups": "\`profmap record --no-wakeups\`",
+    "strace": "\`strace -c -f\`",
+    "perf-trace": "\`perf trace -s\`",
+    "profmap-ref": "\`profmap record\`, reference build",
+}
+print("## Evidence capture")
+print()
+print("\`bench/evidence.sh\` at $COMMIT. Machine: $(nproc) CPUs, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'). Date: $(date -u '+%Y-%m-%d %H:%M') UTC.")
+print("Load average at start: $LOAD. $RUNS interleaved rounds + 1 warm-up, ${SECS} s in all.")
+print()
+print("Workloads: **dd**: \`dd if=/dev/zero of=$DD_DIR/FILE bs=4k count=$DD_BLOCKS\` (a $DDFS file; $DDRATE syscalls/s alone);")
+print("**read**: \`dd if=FILE of=/dev/null bs=4k\`, FILE $DD_BLOCKS blocks on $READFS (the temporary folder), in the page cache; $READRATE syscalls/s alone;")
+print("**psql**: \`psql -f\` with $QUERIES \`SELECT i;\` over TCP to a local PostgreSQL 15 started by the script;")
+print("**cpu**: \`three_funcs $CPU_ITERS\` (cc -O2). Elapsed: the workload's own time (a wrapper around it), median (min..max);")
+print("end-to-end: the whole command, the tool's start-up and analysis included (median).")
+print()
+print("| workload | mode | elapsed ms | slowdown (median) | slowdown (min) | end-to-end ms | profmap lost samples |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
+for wl in ("dd", "read", "psql", "cpu"):
+    base = rows[wl, "alone"]
+    bmed = statistics.median(r[0] for r in base)
+    bmin = min(r[0] for r in base)
+    for m in modes:
+        rs = rows[wl, m]
+        el = sorted(r[0] for r in rs)
+        med = statistics.median(el)
+        e2e = statistics.median(r[1] for r in rs)
+        sm = "—" if m == "alone" else f"{(med / bmed - 1) * 100:+.1f}%"
+        sn = "—" if m == "alone" else f"{(el[0] / bmin - 1) * 100:+.1f}%"
+        lost = ", ".join(r[2].get("lost", "-") for r in rs) if m.startswith("profmap") else "—"
+        print(f"| {wl} | {label[m]} | {med:.0f} ({el[0]:.0f}..{el[-1]:.0f}) | {sm} | {sn} | {e2e:.0f} | {lost} |")
+print()
+print(f"Round trips on psql (true: {queries} queries + 1 start-up exchange = {queries + 1}), per run:")
+print()
+print("| mode | counted round trips | sends | receives (with data) |")
+print("| --- | --- | --- | --- |")
+for m in modes:
+    rs = rows["psql", m]
+    if m.startswith("profmap"):
+        j = lambda k: ", ".join(sorted(set(r[2].get(k, "-") for r in rs)))
+        print(f"| {label[m]} | {j('rt')} | {j('sends')} | {j('recvs')} |")
+    elif m == "strace":
+        j = lambda k: ", ".join(sorted(set(r[2].get(k, "-") for r in rs)))
+        print(f"| {label[m]} (sendto / recvfrom calls) | — | {j('sendto')} | {j('recvfrom')} ({j('recvfrom_err')} EAGAIN) |")
+PY
+
+if [ "$WRITE" = --write ]; then
+  python3 - docs/benchmarks.md "$W/table.md" <<'PY'
+import re, sys
+doc, table = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+pat = re.compile(r"## Evidence capture\n.*?(?=\n### Reading it|\n## |\Z)", re.S)
+doc = pat.sub(lambda _: table.rstrip() + "\n", doc) if pat.search(doc) else doc.rstrip() + "\n\n" + table
+open(sys.argv[1], "w").write(doc)
+PY
+fi
