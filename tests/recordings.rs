@@ -16,8 +16,8 @@ use common::profmap;
 use predicates::prelude::*;
 use profmap::error::Error;
 use profmap::profile::{
-    MAX_JSON_BYTES, Recording, Resource, ResourceKind, SampleKind, WaitOn, WaitState, Waker,
-    read_recording, write_recording,
+    FileReads, MAX_JSON_BYTES, Recording, Resource, ResourceKind, SampleKind, SocketTraffic, Turn,
+    WaitOn, WaitState, Waker, read_recording, write_recording,
 };
 use proptest::prelude::*;
 
@@ -44,6 +44,10 @@ enum Damage {
     Amount(u64),
     /// A wait for this sample (index taken as is) on this resource, after the others.
     Wait(u32, Option<u32>),
+    /// A socket on this resource, with this many round trips and turns.
+    Socket(Option<u32>, u64, usize),
+    /// A page-cache read row with these pages.
+    FileRead(u64),
 }
 
 fn index() -> impl Strategy<Value = u32> {
@@ -77,6 +81,9 @@ fn damage() -> impl Strategy<Value = Damage> {
         any::<usize>().prop_map(Damage::LongName),
         any::<u64>().prop_map(Damage::Amount),
         (index(), proptest::option::of(index())).prop_map(|(i, r)| Damage::Wait(i, r)),
+        (proptest::option::of(index()), any::<u64>(), 0usize..5000)
+            .prop_map(|(r, n, t)| Damage::Socket(r, n, t)),
+        any::<u64>().prop_map(Damage::FileRead),
     ]
 }
 
@@ -131,6 +138,33 @@ fn apply(rec: &mut Recording, d: &Damage) {
                 resource,
             });
         }
+        Damage::Socket(resource, round_trips, turns) => {
+            s.sockets.push(SocketTraffic {
+                pid: 1,
+                fd: 3,
+                resource,
+                sends: round_trips,
+                recvs: round_trips,
+                bytes_sent: round_trips,
+                bytes_received: round_trips,
+                round_trips,
+                connected: true,
+                sent_first: true,
+                first_ns: 0,
+                last_ns: 1,
+                protocol: None,
+                turns: vec![Turn { tid: 1, time_ns: 0 }; turns],
+            });
+        }
+        Damage::FileRead(pages) => s.file_reads.push(FileReads {
+            pid: 1,
+            path: Some("/data".into()),
+            dev: 8,
+            ino: 9,
+            calls: 1,
+            pages_read: pages,
+            extent_pages: pages,
+        }),
         Damage::Amount(v) => {
             for r in rec.profiled_run.iter_mut() {
                 r.read_bytes = v;
@@ -287,6 +321,22 @@ fn the_first_problem_is_named() {
         (
             Damage::Wait(99_999, None),
             "wait 0 points at sample 99999".into(),
+        ),
+        (
+            Damage::Socket(Some(7), 1, 0),
+            "socket 0 points at resource 7".into(),
+        ),
+        (
+            Damage::Socket(None, 3, 4),
+            "socket 0 has 4 turns for 3 round trips".into(),
+        ),
+        (
+            Damage::Socket(None, 5000, 4097),
+            "socket 0 has 4097 turns for 5000 round trips (limit 4096)".into(),
+        ),
+        (
+            Damage::FileRead(u64::MAX),
+            "file read 0 pages_read is 18446744073709551615".into(),
         ),
     ];
     for (damage, message) in cases {

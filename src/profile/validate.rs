@@ -14,11 +14,18 @@
 //!   sampling frequency that is not positive while on-CPU samples exist;
 //! - a waker on an on-CPU sample (only off-CPU intervals are woken);
 //! - a wait whose sample or resource index is out of range, or waits not in strictly
-//!   ascending sample order.
+//!   ascending sample order;
+//! - a socket whose resource index is out of range, with more turns than
+//!   `MAX_TURNS_PER_SOCKET` or than its round trips, more round trips than calls in
+//!   its reply direction, or last traffic before its first; counts past the limits in
+//!   socket and page-cache tables.
 
 use std::fmt::Display;
 
-use super::{Baseline, Recording, RunMeasurement, SampleKind, SampledProfile};
+use super::{
+    Baseline, MAX_TURNS_PER_SOCKET, Recording, RunMeasurement, SampleKind, SampledProfile,
+    SocketTraffic,
+};
 
 /// Most samples in one recording.
 pub const MAX_SAMPLES: usize = 50_000_000;
@@ -169,6 +176,8 @@ fn sampled(s: &SampledProfile) -> Result<(), String> {
     stacks(s)?;
     samples(s)?;
     waits(s)?;
+    sockets(s)?;
+    file_reads(s)?;
     texts("sampling warning", &s.quality.warnings)
 }
 
@@ -221,6 +230,7 @@ fn waits(s: &SampledProfile) -> Result<(), String> {
         text(format_args!("resource {i} name"), &r.name)?;
         opt_text(format_args!("resource {i} local"), r.local.as_deref())?;
         opt_text(format_args!("resource {i} peer"), r.peer.as_deref())?;
+        opt_text(format_args!("resource {i} service"), r.service.as_deref())?;
     }
     count("waits", s.waits.len(), MAX_SAMPLES)?;
     let (samples, resources) = (s.samples.len(), s.resources.len());
@@ -245,6 +255,73 @@ fn waits(s: &SampledProfile) -> Result<(), String> {
             return Err(format!(
                 "wait {i} points at resource {r} but there are {resources} resources"
             ));
+        }
+    }
+    Ok(())
+}
+
+fn sockets(s: &SampledProfile) -> Result<(), String> {
+    count("sockets", s.sockets.len(), MAX_LIST)?;
+    let resources = s.resources.len();
+    for (i, x) in s.sockets.iter().enumerate() {
+        if let Some(r) = x.resource
+            && r as usize >= resources
+        {
+            return Err(format!(
+                "socket {i} points at resource {r} but there are {resources} resources"
+            ));
+        }
+        socket_counts(i, x)?;
+    }
+    Ok(())
+}
+
+fn socket_counts(i: usize, x: &SocketTraffic) -> Result<(), String> {
+    for (name, v) in [
+        ("sends", x.sends),
+        ("recvs", x.recvs),
+        ("bytes_sent", x.bytes_sent),
+        ("bytes_received", x.bytes_received),
+    ] {
+        amount(format_args!("socket {i} {name}"), v)?;
+    }
+    ns(format_args!("socket {i} last_ns"), x.last_ns)?;
+    if x.first_ns > x.last_ns {
+        return Err(format!(
+            "socket {i} has first_ns {} after last_ns {}",
+            x.first_ns, x.last_ns
+        ));
+    }
+    let replies = if x.sent_first { x.recvs } else { x.sends };
+    if x.round_trips > replies {
+        return Err(format!(
+            "socket {i} has {} round trips but {replies} calls in its reply direction",
+            x.round_trips
+        ));
+    }
+    let turns = x.turns.len();
+    if turns > MAX_TURNS_PER_SOCKET || turns as u64 > x.round_trips {
+        return Err(format!(
+            "socket {i} has {turns} turns for {} round trips (limit {MAX_TURNS_PER_SOCKET})",
+            x.round_trips
+        ));
+    }
+    for (k, t) in x.turns.iter().enumerate() {
+        ns(format_args!("socket {i} turn {k} time_ns"), t.time_ns)?;
+    }
+    Ok(())
+}
+
+fn file_reads(s: &SampledProfile) -> Result<(), String> {
+    count("file reads", s.file_reads.len(), MAX_LIST)?;
+    for (i, f) in s.file_reads.iter().enumerate() {
+        opt_text(format_args!("file read {i} path"), f.path.as_deref())?;
+        for (name, v) in [
+            ("calls", f.calls),
+            ("pages_read", f.pages_read),
+            ("extent_pages", f.extent_pages),
+        ] {
+            amount(format_args!("file read {i} {name}"), v)?;
         }
     }
     Ok(())

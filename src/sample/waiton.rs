@@ -124,7 +124,8 @@ pub fn syscall_of_stack(p: &SampledProfile, leaf: u32) -> Option<String> {
 /// The waits table of a symbolized profile from its samples' raw waits (`raw[i]` is
 /// sample `i`'s): one entry per off-CPU sample blocked in a syscall, with the
 /// descriptor and its resource when the syscall takes one first. Resources no wait
-/// uses (speculative look-ups of non-descriptors) are dropped from `p.resources`.
+/// and no socket (`p.sockets`) uses (speculative look-ups of non-descriptors) are
+/// dropped from `p.resources`, and the sockets' indices follow.
 pub fn attach_waits(p: &mut SampledProfile, raw: &[Option<RawWait>]) {
     let mut used = vec![None; p.resources.len()];
     let mut kept = Vec::new();
@@ -147,14 +148,9 @@ pub fn attach_waits(p: &mut SampledProfile, raw: &[Option<RawWait>]) {
                 w.resource,
             ),
         };
-        let resource = raw_resource.filter(|_| fd.is_some()).and_then(|r| {
-            let slot = used.get_mut(r as usize)?;
-            if slot.is_none() {
-                *slot = Some(kept.len() as u32);
-                kept.push(p.resources.get(r as usize)?.clone());
-            }
-            *slot
-        });
+        let resource = raw_resource
+            .filter(|_| fd.is_some())
+            .and_then(|r| keep(r, &p.resources, &mut used, &mut kept));
         waits.push(WaitOn {
             sample: i as u32,
             fd,
@@ -162,8 +158,27 @@ pub fn attach_waits(p: &mut SampledProfile, raw: &[Option<RawWait>]) {
             resource,
         });
     }
+    for i in 0..p.sockets.len() {
+        let r = p.sockets[i].resource;
+        p.sockets[i].resource = r.and_then(|r| keep(r, &p.resources, &mut used, &mut kept));
+    }
     p.resources = kept;
     p.waits = waits;
+}
+
+/// Resource `r`'s index among the kept ones, keeping it at its first use.
+fn keep(
+    r: u32,
+    all: &[crate::profile::Resource],
+    used: &mut [Option<u32>],
+    kept: &mut Vec<crate::profile::Resource>,
+) -> Option<u32> {
+    let slot = used.get_mut(r as usize)?;
+    if slot.is_none() {
+        *slot = Some(kept.len() as u32);
+        kept.push(all.get(r as usize)?.clone());
+    }
+    *slot
 }
 
 #[cfg(test)]
@@ -256,5 +271,48 @@ mod tests {
         assert_eq!((p.waits[0].fd, p.waits[0].resource), (Some(4), Some(0)));
         assert_eq!((p.waits[1].sample, p.waits[1].fd), (1, None));
         assert_eq!((p.waits[1].arg0, p.waits[1].resource), (0x7f00, None));
+    }
+
+    #[test]
+    fn sockets_keep_their_resources_and_follow_the_renumbering() {
+        let res = |name: &str| Resource {
+            kind: ResourceKind::SocketTcp,
+            name: name.into(),
+            local: None,
+            peer: None,
+            pid: 1,
+            service: None,
+            peer_local: None,
+        };
+        let socket = |resource| crate::profile::SocketTraffic {
+            pid: 1,
+            fd: 3,
+            resource,
+            sends: 1,
+            recvs: 1,
+            bytes_sent: 1,
+            bytes_received: 1,
+            round_trips: 1,
+            connected: true,
+            sent_first: true,
+            first_ns: 0,
+            last_ns: 1,
+            protocol: None,
+            turns: Vec::new(),
+        };
+        let mut p = SampledProfile {
+            resources: vec![res("unused"), res("a"), res("b")],
+            sockets: vec![
+                socket(Some(2)),
+                socket(None),
+                socket(Some(2)),
+                socket(Some(1)),
+            ],
+            ..SampledProfile::default()
+        };
+        attach_waits(&mut p, &[]);
+        assert_eq!(p.resources, vec![res("b"), res("a")]);
+        let ids: Vec<_> = p.sockets.iter().map(|s| s.resource).collect();
+        assert_eq!(ids, [Some(0), None, Some(0), Some(1)]);
     }
 }

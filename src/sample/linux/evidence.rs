@@ -23,7 +23,8 @@
 //! failed. A new file's path is found by matching (dev, ino) with the stat of the
 //! process's `/proc/PID/fd/*`, at most [`FILE_LOOKS_PER_ROUND`] scans per round.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::unix::fs::MetadataExt;
 
 use linux_perf_event_reader::{EventRecord, RawData, RawEventRecord, RecordParseInfo, RecordType};
@@ -39,7 +40,7 @@ use crate::sample::RawProfile;
 use crate::sample::protocol::{Direction, recognise};
 
 /// Scans of a process's descriptors for a file's path, per drain round.
-pub(crate) const FILE_LOOKS_PER_ROUND: u32 = 8;
+pub(crate) const FILE_LOOKS_PER_ROUND: u32 = 32;
 const MSG_PEEK: i64 = 2;
 const TCP_SYN_SENT: i64 = 2;
 const PEEK_BYTES: usize = 16;
@@ -56,16 +57,27 @@ pub(crate) enum SideRole {
         ret: Field,
         flags: Field,
     },
-    SockState {
-        skaddr: Field,
-        newstate: Field,
-    },
+    SockState(StateFields),
     PagesAsked {
         ino: Field,
         dev: Field,
         index: Field,
         last: Field,
     },
+}
+
+/// The fields of `inet_sock_set_state` we read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StateFields {
+    skaddr: Field,
+    newstate: Field,
+    family: Field,
+    sport: Field,
+    dport: Field,
+    saddr: Field,
+    daddr: Field,
+    saddr_v6: Field,
+    daddr_v6: Field,
 }
 
 /// A tracepoint to open: its id, role, and the user registers it samples.
@@ -99,10 +111,18 @@ pub(crate) fn sources() -> Vec<Result<SideSource, String>> {
     let state = || {
         let name = "inet_sock_set_state";
         let tp = tracepoint("sock", name)?;
-        let role = SideRole::SockState {
-            skaddr: field(&tp, name, "skaddr")?,
-            newstate: field(&tp, name, "newstate")?,
-        };
+        let f = |n| field(&tp, name, n);
+        let role = SideRole::SockState(StateFields {
+            skaddr: f("skaddr")?,
+            newstate: f("newstate")?,
+            family: f("family")?,
+            sport: f("sport")?,
+            dport: f("dport")?,
+            saddr: f("saddr")?,
+            daddr: f("daddr")?,
+            saddr_v6: f("saddr_v6")?,
+            daddr_v6: f("daddr_v6")?,
+        });
         Ok(SideSource {
             name,
             id: tp.id,
@@ -174,6 +194,9 @@ pub(crate) struct Recorded {
 #[derive(Debug, Default)]
 pub(crate) struct Evidence {
     sockio: SockIo,
+    /// The (local, peer) addresses of TCP sockets by `sk`, from their state changes in
+    /// the tree: names a connection whose descriptor was closed before its look-up.
+    addrs: HashMap<u64, (Option<String>, String)>,
     fileio: FileIo,
     /// File rows whose look-up was skipped for want of budget.
     unlooked: HashSet<usize>,
@@ -246,9 +269,13 @@ impl Evidence {
                 };
                 self.sock_call(call, reg(REG_SI), fds);
             }
-            SideRole::SockState { skaddr, newstate } => {
-                if let (Some(sk), Some(TCP_SYN_SENT)) = (get(skaddr), int(&data, newstate)) {
+            SideRole::SockState(f) => {
+                let Some(sk) = get(f.skaddr) else { return };
+                if int(&data, f.newstate) == Some(TCP_SYN_SENT) {
                     self.sockio.connecting(sk);
+                }
+                if let Some(a) = tcp_addrs(&data, &f) {
+                    self.addrs.insert(sk, a);
                 }
             }
             SideRole::PagesAsked {
@@ -279,7 +306,12 @@ impl Evidence {
     fn sock_call(&mut self, c: SockCall, buf: Option<u64>, fds: &mut Resolver) {
         let seen = self.sockio.call(c);
         if seen.new {
-            let r = fds.resolve_now(c.pid, c.fd);
+            let mut r = fds.resolve_now(c.pid, c.fd);
+            if !r.is_some_and(|i| fds.is_socket(i))
+                && let Some((local, peer)) = self.addrs.get(&c.sk)
+            {
+                r = Some(fds.intern_tcp(c.pid, local.clone(), peer.clone()));
+            }
             self.sockio.set_resource(seen.row, r);
         }
         if !seen.first_in_direction || self.sockio.has_protocol(seen.row) {
@@ -360,6 +392,31 @@ impl Evidence {
             ));
         }
     }
+}
+
+/// (local, peer) of a state change's socket; None while the peer port is unset. The
+/// local port is unset at SYN_SENT (chosen just after).
+fn tcp_addrs(data: &[u8], f: &StateFields) -> Option<(Option<String>, String)> {
+    let bytes = |(off, size): Field| data.get(off..off.checked_add(size)?);
+    let (sport, dport) = (uint(data, f.sport)? as u16, uint(data, f.dport)? as u16);
+    if dport == 0 {
+        return None;
+    }
+    let ip = |v4: Field, v6: Field| -> Option<IpAddr> {
+        if uint(data, f.family)? == libc::AF_INET6 as u64 {
+            let a: [u8; 16] = bytes(v6)?.try_into().ok()?;
+            Some(Ipv6Addr::from(a).to_canonical())
+        } else {
+            let a: [u8; 4] = bytes(v4)?.try_into().ok()?;
+            Some(IpAddr::V4(Ipv4Addr::from(a)))
+        }
+    };
+    let peer = SocketAddr::new(ip(f.daddr, f.daddr_v6)?, dport).to_string();
+    let local = (sport != 0)
+        .then(|| ip(f.saddr, f.saddr_v6))
+        .flatten()
+        .map(|a| SocketAddr::new(a, sport).to_string());
+    Some((local, peer))
 }
 
 /// An unsigned little-endian field of 1, 2, 4 or 8 bytes.

@@ -85,6 +85,32 @@ impl Resolver {
         r
     }
 
+    /// Whether resource `i` was resolved as a socket with its addresses.
+    pub(crate) fn is_socket(&self, i: u32) -> bool {
+        self.resources.get(i as usize).is_some_and(|r| {
+            matches!(
+                r.kind,
+                ResourceKind::SocketTcp | ResourceKind::SocketUdp | ResourceKind::SocketUnix
+            )
+        })
+    }
+
+    /// A TCP socket known by its addresses only (its descriptor was gone before the
+    /// look-up), named by its peer, with the peer's service when local.
+    pub(crate) fn intern_tcp(&mut self, pid: i32, local: Option<String>, peer: String) -> u32 {
+        let mut r = Resource {
+            kind: ResourceKind::SocketTcp,
+            name: peer.clone(),
+            local,
+            peer: Some(peer),
+            pid,
+            service: None,
+            peer_local: None,
+        };
+        self.peers.enrich(pid, 0, &mut r);
+        self.intern(r)
+    }
+
     /// Services left unnamed for want of budget.
     pub(crate) fn services_skipped(&self) -> u64 {
         self.peers.skipped

@@ -23,6 +23,7 @@ mod netpeer;
 mod offcpu;
 mod process;
 mod sampler;
+mod sidecar;
 mod sockio;
 mod sys;
 mod tracefs;

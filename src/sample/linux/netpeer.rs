@@ -65,7 +65,10 @@ impl NetPeer {
         if !self.spend() {
             return;
         }
-        let comm = listener(pid, tcp, port).and_then(owner_comm);
+        let Some(inode) = listener(pid, tcp, port) else {
+            return;
+        };
+        let comm = owner_comm(inode);
         r.service = comm.as_ref().map(|c| format!("{c}:{port}"));
         self.by_port.insert((tcp, port), comm);
     }
@@ -115,15 +118,21 @@ pub(crate) fn split_addr(s: &str) -> Option<(IpAddr, u16)> {
     Some((ip.parse().ok()?, port.parse().ok()?))
 }
 
-/// The inode of the socket listening on `port` in the tables `pid` sees.
+/// The inode of the socket listening on `port` in the tables `pid` sees (ours when
+/// it has exited already).
 fn listener(pid: i32, tcp: bool, port: u16) -> Option<u64> {
     let (tables, state) = if tcp {
         (["tcp", "tcp6"], "0A")
     } else {
         (["udp", "udp6"], "07")
     };
+    let dir = if std::path::Path::new(&format!("/proc/{pid}/net")).exists() {
+        format!("/proc/{pid}/net")
+    } else {
+        "/proc/net".to_string()
+    };
     tables.iter().find_map(|t| {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{t}")).ok()?;
+        let text = std::fs::read_to_string(format!("{dir}/{t}")).ok()?;
         listening_inode(&text, port, state)
     })
 }

@@ -51,9 +51,6 @@ pub(crate) enum EventRole {
     /// `sched:sched_waking`: the wakee's `pid` field at this raw offset/size; the
     /// sample's own pid/tid is the waker, its (kernel) callchain the waker's stack.
     Waking { wakee_pid: (usize, usize) },
-    /// Socket and page-cache events: handled by `evidence` as they are collected, never
-    /// here.
-    Side(super::evidence::SideRole),
 }
 
 #[derive(Debug, Clone)]
@@ -506,7 +503,6 @@ impl Processor {
                     stack,
                 });
             }
-            EventRole::Side(_) => {}
         }
     }
 
@@ -532,11 +528,6 @@ impl Processor {
     /// A new drain round: descriptor look-ups get their budget back.
     pub(crate) fn new_round(&mut self) {
         self.fds.new_round();
-    }
-
-    /// The descriptor resolver, for look-ups at a socket's first sight (`evidence`).
-    pub(crate) fn resolver(&mut self) -> &mut Resolver {
-        &mut self.fds
     }
 
     /// Threads that have not exited, as (pid, tid) by tid: the ones worth a look at

@@ -27,8 +27,8 @@
 //! - *socket and page-cache evidence* (kernel + user scope only):
 //!   `sock:sock_{send,recv}_length`, `sock:inet_sock_set_state` and
 //!   `filemap:mm_filemap_get_pages`, every hit, no stacks, into the main ring; their
-//!   records are handled as soon as they are collected, not after the sort slack (see
-//!   `evidence`).
+//!   records go to rings of their own, drained every millisecond by a second thread
+//!   that resolves a new socket or file at once (see `sidecar`, `evidence`).
 //!
 //! # Draining
 //!
@@ -48,8 +48,8 @@ use linux_perf_event_reader::{RawData, RawEventRecord, RecordParseInfo, RecordTy
 use perf_event_open_sys::bindings as b;
 
 use super::blocked;
-use super::evidence::{self, Evidence, SideSource};
 use super::process::{EventRole, Processor};
+use super::sidecar;
 use super::sys::{self, OwnedRecord, Ring};
 use super::tracefs;
 use crate::error::Error;
@@ -66,16 +66,14 @@ const LOOKS_PER_ROUND: usize = 64;
 const SWITCH_BUDGET: u64 = 2000;
 /// A waking record: header, ids and 36 B of raw data.
 const WAKING_RECORD_BYTES: u64 = 96;
-/// Socket and page-cache events per second and CPU the rings are sized for, and the
-/// size of one (header, ids, 32 B of raw data, three registers).
-const SIDE_BUDGET: u64 = 20_000;
-const SIDE_RECORD_BYTES: u64 = 112;
 
 /// A running perf_event sampler attached to a process tree.
 #[derive(Debug)]
 pub struct PerfSampler {
     stop: Option<mpsc::Sender<u64>>,
     thread: Option<JoinHandle<RawProfile>>,
+    /// The socket and page-cache evidence thread, when its events were opened.
+    side: Option<sidecar::Running>,
     /// Human description, e.g. "perf_event cpu-clock + sched_switch, dwarf unwinding".
     pub description: String,
 }
@@ -284,66 +282,6 @@ fn open_waking(src: &WakingSource, at: &Target<'_>, opened: &mut Opened) -> Resu
     Ok(())
 }
 
-/// Open a socket or page-cache event on this CPU, writing into the main ring; the error
-/// says why it could not be had.
-fn open_side(src: &SideSource, at: &Target<'_>, opened: &mut Opened) -> Result<(), String> {
-    let cpu = at.cpu;
-    let mut a = evidence::attr(src);
-    let fd = sys::open(&mut a, at.pid, cpu, -1)
-        .map_err(|e| format!("perf_event_open on cpu {cpu}: {e}"))?;
-    let info = sys::parse_info(&a).ok_or("no record layout for its attributes")?;
-    let id = sys::event_id(&fd).ok_or("its event id cannot be read")?;
-    sys::set_output(&fd, at.main_ring.fd())
-        .map_err(|e| format!("its records cannot share the ring on cpu {cpu}: {e}"))?;
-    opened.roles.insert(id, (EventRole::Side(src.role), info));
-    opened.extra_fds.push(fd);
-    Ok(())
-}
-
-/// Which evidence was had on every CPU, and a warning for each part that was not.
-fn side_outcome(
-    sources: &[Result<SideSource, String>],
-    failed: &[Option<String>],
-    warnings: &mut Vec<String>,
-) -> evidence::Recorded {
-    let why = |k: usize| -> Option<String> {
-        failed.get(k).cloned().flatten().map(|w| {
-            let name = sources
-                .get(k)
-                .and_then(|s| s.as_ref().ok())
-                .map_or("", |s| s.name);
-            if name.is_empty() {
-                w
-            } else {
-                format!("{name}: {w}")
-            }
-        })
-    };
-    let send_recv = [why(0), why(1)].into_iter().flatten().collect::<Vec<_>>();
-    if !send_recv.is_empty() {
-        warnings.push(format!(
-            "sock:sock_send_length / sock:sock_recv_length could not be opened ({}): socket \
-             traffic, round trips and protocols unknown",
-            send_recv.join("; ")
-        ));
-    } else if let Some(w) = why(2) {
-        warnings.push(format!(
-            "sock:inet_sock_set_state could not be opened ({w}): connections the tree opened \
-             are not told apart (connected is false for all)"
-        ));
-    }
-    if let Some(w) = why(3) {
-        warnings.push(format!(
-            "filemap:mm_filemap_get_pages could not be opened ({w}): page-cache reads per \
-             file unknown"
-        ));
-    }
-    evidence::Recorded {
-        sockets: send_recv.is_empty(),
-        files: failed.get(3).is_some_and(Option::is_none),
-    }
-}
-
 fn permission_error(err: &std::io::Error) -> Error {
     let paranoid = sys::read_int("/proc/sys/kernel/perf_event_paranoid");
     let why = match paranoid {
@@ -381,7 +319,7 @@ fn is_permission(err: &std::io::Error) -> bool {
 fn ring_bytes(freq: u32, stack_bytes: u32, ncpu: usize) -> usize {
     let record = u64::from(stack_bytes) + 1536;
     let rate = u64::from(freq) + SWITCH_BUDGET;
-    let wakings = SWITCH_BUDGET * WAKING_RECORD_BYTES + SIDE_BUDGET * SIDE_RECORD_BYTES;
+    let wakings = SWITCH_BUDGET * WAKING_RECORD_BYTES;
     let want = (rate * record + wakings) / 20; // 50 ms of records
     let page = sys::page_size() as u64;
     let mut bytes = (want.max(512 * 1024)).next_power_of_two().max(page);
@@ -392,7 +330,7 @@ fn ring_bytes(freq: u32, stack_bytes: u32, ncpu: usize) -> usize {
     bytes.min(16 * 1024 * 1024) as usize
 }
 
-fn map_ring(mut fd: OwnedFd, mut bytes: usize) -> Result<Ring, std::io::Error> {
+pub(crate) fn map_ring(mut fd: OwnedFd, mut bytes: usize) -> Result<Ring, std::io::Error> {
     loop {
         match Ring::map(fd, bytes) {
             Ok(r) => return Ok(r),
@@ -415,8 +353,7 @@ fn is_permission_or_nomem(e: &std::io::Error) -> bool {
 struct Opened {
     /// The waking event opened on every CPU.
     wakers: bool,
-    /// The socket and page-cache events opened on every CPU.
-    recorded: evidence::Recorded,
+
     rings: Vec<Ring>,
     extra_fds: Vec<OwnedFd>,
     roles: HashMap<u64, (EventRole, RecordParseInfo)>,
@@ -495,17 +432,9 @@ impl PerfSampler {
             Scope::Full | Scope::UserOnly => None,
         };
         let mut waking_failed = None;
-        let side_sources = match scope {
-            Scope::Full => evidence::sources(),
-            Scope::UserOnly => Vec::new(),
-        };
-        let mut side_failed: Vec<Option<String>> = side_sources
-            .iter()
-            .map(|s| s.as_ref().err().cloned())
-            .collect();
         let mut opened = Opened {
             wakers: false,
-            recorded: evidence::Recorded::default(),
+
             rings: Vec::new(),
             extra_fds: Vec::new(),
             roles: HashMap::new(),
@@ -565,16 +494,13 @@ impl PerfSampler {
                     .and_then(|w| open_waking(w, &at, &mut opened));
                 waking_failed = done.err();
             }
-            for (src, failed) in side_sources.iter().zip(side_failed.iter_mut()) {
-                if let (Ok(src), None) = (src, &failed) {
-                    *failed = open_side(src, &at, &mut opened).err();
-                }
-            }
             opened.rings.push(main_ring);
         }
-        if scope == Scope::Full {
-            opened.recorded = side_outcome(&side_sources, &side_failed, &mut warnings);
-        }
+        let side = match scope {
+            Scope::Full => Some(sidecar::open(pid, &cpus, &mut warnings)),
+            Scope::UserOnly => None,
+        };
+        let recorded = side.as_ref().map(|s| s.recorded).unwrap_or_default();
         opened.wakers = waking.is_some() && waking_failed.is_none();
         if let Some(why) = &waking_failed {
             warnings.push(format!(
@@ -583,7 +509,7 @@ impl PerfSampler {
             ));
         }
         let waking_name = if opened.wakers { " + sched_waking" } else { "" };
-        let side_name = match (opened.recorded.sockets, opened.recorded.files) {
+        let side_name = match (recorded.sockets, recorded.files) {
             (true, true) => " + socket and page-cache tracepoints",
             (true, false) => " + socket tracepoints",
             (false, true) => " + page-cache tracepoint",
@@ -630,6 +556,7 @@ impl PerfSampler {
         let desc = description.clone();
         // Without switch-out stacks, blocked threads are looked at through /proc.
         let poll_blocked = (scope == Scope::UserOnly).then_some(stack_bytes as usize);
+        let side = side.map(sidecar::spawn).transpose()?;
         let thread = std::thread::Builder::new()
             .name("profmap-perf-drain".into())
             .spawn(move || drain_loop(opened, processor, rx, desc, freq, warnings, poll_blocked))
@@ -637,6 +564,7 @@ impl PerfSampler {
         Ok(PerfSampler {
             stop: Some(tx),
             thread: Some(thread),
+            side,
             description,
         })
     }
@@ -647,13 +575,18 @@ impl PerfSampler {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(t0_ns);
         }
+        let side = self.side.take().map(|s| s.finish(t0_ns)).transpose()?;
         let thread = self
             .thread
             .take()
             .ok_or_else(|| Error::Tool("sampler already finished".into()))?;
-        thread
+        let mut raw = thread
             .join()
-            .map_err(|_| Error::Tool("the perf drain thread panicked".into()))
+            .map_err(|_| Error::Tool("the perf drain thread panicked".into()))?;
+        if let Some(side) = side {
+            sidecar::merge(&mut raw, side);
+        }
+        Ok(raw)
     }
 }
 
@@ -664,6 +597,9 @@ impl Drop for PerfSampler {
         }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        if let Some(s) = self.side.take() {
+            let _ = s.finish(0);
         }
     }
 }
@@ -686,8 +622,6 @@ fn drain_loop(
     poll_blocked: Option<usize>,
 ) -> RawProfile {
     let mut pending: Vec<Pending> = Vec::new();
-    let mut side: Vec<Pending> = Vec::new();
-    let mut evidence = Evidence::default();
     let mut looker = blocked::Looker::default();
     // Looks wait here until the records before them are processed: they are unwound
     // with the maps of their time, like samples.
@@ -706,10 +640,8 @@ fn drain_loop(
         }
         wait_readable(&opened.rings);
         processor.new_round();
-        evidence.new_round();
         let round = sys::monotonic_ns();
-        collect(&mut opened, &mut buf, &mut pending, &mut side, &mut seq);
-        handle_side(&mut side, &mut evidence, &mut processor);
+        collect(&mut opened, &mut buf, &mut pending, &mut seq);
         process_upto(
             &mut pending,
             &mut looks,
@@ -735,15 +667,11 @@ fn drain_loop(
     }
     let end = sys::monotonic_ns();
     processor.new_round();
-    evidence.new_round();
-    collect(&mut opened, &mut buf, &mut pending, &mut side, &mut seq);
-    handle_side(&mut side, &mut evidence, &mut processor);
+    collect(&mut opened, &mut buf, &mut pending, &mut seq);
     process_upto(&mut pending, &mut looks, &mut processor, u64::MAX);
-    let services_skipped = processor.resolver().services_skipped();
     let mut raw = processor.finish(t0, end, description, freq);
     raw.warnings.splice(0..0, warnings);
     raw.wakers_recorded = opened.wakers;
-    evidence.finish(t0, opened.recorded, services_skipped, &mut raw);
     raw
 }
 
@@ -765,13 +693,10 @@ fn wait_readable(rings: &[Ring]) {
     }
 }
 
-/// Copy the records out of every ring: socket and page-cache ones into `side`, the
-/// others into `pending`.
 fn collect(
     opened: &mut Opened,
     buf: &mut Vec<OwnedRecord>,
     pending: &mut Vec<Pending>,
-    side: &mut Vec<Pending>,
     seq: &mut u64,
 ) {
     for ring in &mut opened.rings {
@@ -789,12 +714,7 @@ fn collect(
             )
             .timestamp()
             .unwrap_or(0);
-            let to = if matches!(role, EventRole::Side(_)) {
-                &mut *side
-            } else {
-                &mut *pending
-            };
-            to.push(Pending {
+            pending.push(Pending {
                 time,
                 seq: *seq,
                 role,
@@ -802,18 +722,6 @@ fn collect(
                 rec,
             });
             *seq += 1;
-        }
-    }
-}
-
-/// Handle the socket and page-cache records of a round at once, in time order across
-/// the rings (the drain copies every ring within microseconds, so a record written
-/// before another one is in this round or an earlier one).
-fn handle_side(side: &mut Vec<Pending>, evidence: &mut Evidence, processor: &mut Processor) {
-    side.sort_by_key(|p| (p.time, p.seq));
-    for p in side.drain(..) {
-        if let EventRole::Side(role) = p.role {
-            evidence.handle(&p.rec, role, &p.info, processor.resolver());
         }
     }
 }
