@@ -15,8 +15,9 @@
 # Modes: the workload alone; `profmap record` (one profiled run, every output written);
 # `profmap record --no-wakeups`; `strace -c -f`; `perf trace -s`; and, when REF_PROFMAP
 # names another profmap binary (e.g. one built before the evidence capture), `profmap-ref`.
-# Each workload is timed by a small bash wrapper around it (EPOCHREALTIME before and after),
-# so the tools' start-up and their own analysis are not counted; the end-to-end time of the
+# Each workload is timed by itself (dd's own figure) or by a small bash wrapper around it
+# (EPOCHREALTIME before and after: psql, cpu), so the tools' start-up and their own
+# analysis are not counted; the end-to-end time of the
 # whole command is reported beside it. Modes are interleaved, their order rotated each
 # round; one warm-up round is discarded; medians (min..max) and the slowdown of the median
 # and of the minimum against the workload alone.
@@ -25,12 +26,12 @@
 # are disabled so there is exactly one) — and strace's sendto/recvfrom calls.
 # Prints Markdown; pass --write to replace the section "## Evidence capture" in
 # docs/benchmarks.md.
-# Env: RUNS (rounds, default 5), DD_BLOCKS (30000), DD_DIR (/dev/shm), QUERIES (2000),
+# Env: RUNS (rounds, default 5), DD_BLOCKS (20000), DD_DIR (/dev/shm), QUERIES (2000),
 # CPU_ITERS (40000000), REF_PROFMAP (unset).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5}
-DD_BLOCKS=${DD_BLOCKS:-30000}
+DD_BLOCKS=${DD_BLOCKS:-20000}
 DD_DIR=${DD_DIR:-/dev/shm}
 QUERIES=${QUERIES:-2000}
 CPU_ITERS=${CPU_ITERS:-40000000}
@@ -71,28 +72,35 @@ got=$("${PSQL[@]}" | wc -l)
 cat >"$W/timed" <<'SH'
 #!/bin/bash
 out=$1; shift
-s=$EPOCHREALTIME; "$@"; rc=$?; e=$EPOCHREALTIME
-echo "$s $e" | awk '{ printf "%.3f\n", ($2 - $1) * 1000 }' >"$out"
+s=$EPOCHREALTIME; "$@" 2>"$out.err"; rc=$?; e=$EPOCHREALTIME
+# dd times itself (from its start, the exec and loading excluded): its figure when there.
+own=$(awk '/copied/ { for (i = 1; i <= NF; i++) if ($i == "s,") print $(i - 1) * 1000 }' "$out.err")
+if [ -n "$own" ]; then echo "$own" >"$out"; else echo "$s $e" | awk '{ printf "%.3f\n", ($2 - $1) * 1000 }' >"$out"; fi
 exit $rc
 SH
 chmod +x "$W/timed"
 
 workload() {
   case $1 in
-    dd) echo dd if=/dev/zero of="$DDFILE" bs=4k count="$DD_BLOCKS" status=none ;;
-    read) echo dd if="$W/readfile" of=/dev/null bs=4k status=none ;;
+    dd) echo dd if=/dev/zero of="$DDFILE" bs=4k count="$DD_BLOCKS" ;;
+    read) echo dd if="$W/readfile" of=/dev/null bs=4k ;;
     psql) echo "${PSQL[@]}" -o /dev/null ;;
     cpu) echo "$W/cpu" "$CPU_ITERS" ;;
   esac
 }
 
-# Socket round trips, sends and receives summed over a recording's sockets, and lost
-# samples from its map: "rt=.. sends=.. recvs=.. lost=..".
+# Socket round trips, sends and receives summed over a recording's sockets, lost
+# samples from its map, and profmap's own CPU time (its rusage with the target's, from
+# /usr/bin/time, less the target's from the recording):
+# "rt=.. sends=.. recvs=.. lost=.. own=..".
 profmap_figures() {
-  python3 - "$1" <<'PY'
+  python3 - "$1" "$2" <<'PY'
 import gzip, json, sys
 d = sys.argv[1]
 rec = json.load(gzip.open(f"{d}/profile.json.gz"))
+run = rec["profiled_run"]
+u, s_ = (float(x) for x in open(sys.argv[2]).read().split()[-2:])
+own = f"{(u + s_) * 1000 - run['user_ms'] - run['sys_ms']:.0f}"
 prof = rec.get("profile", rec)
 def find(o, k):
     if isinstance(o, dict):
@@ -107,11 +115,11 @@ socks = find(rec, "sockets")
 recorded = find(rec, "sockets_recorded")
 lost = json.load(open(f"{d}/performance_map.json"))["profile_result"]["measurement_quality"].get("lost_samples")
 if not recorded:
-    print(f"rt=- sends=- recvs=- lost={lost}")
+    print(f"rt=- sends=- recvs=- lost={lost} own={own}")
 else:
     socks = socks or []
     s = lambda k: sum(x.get(k, 0) for x in socks)
-    print(f"rt={s('round_trips')} sends={s('sends')} recvs={s('recvs')} lost={lost}")
+    print(f"rt={s('round_trips')} sends={s('sends')} recvs={s('recvs')} lost={lost} own={own}")
 PY
 }
 
@@ -134,13 +142,14 @@ run() {
       [ "$mode" = profmap-no-wakeups ] && extra=(--no-wakeups)
       [ "$mode" = profmap-ref ] && pm=$REF_PROFMAP
       rm -rf "$W/pm"
-      "$pm" record -q "${extra[@]}" --out "$W/pm" -- "$W/timed" "$W/elapsed" "${cmd[@]}" >/dev/null 2>&1 ;;
+      /usr/bin/time -o "$W/time" -f "%U %S" \
+        "$pm" record -q "${extra[@]}" --out "$W/pm" -- "$W/timed" "$W/elapsed" "${cmd[@]}" >/dev/null 2>&1 ;;
     strace) strace -c -f -o "$W/st" "$W/timed" "$W/elapsed" "${cmd[@]}" ;;
     perf-trace) perf trace -s -o "$W/pt" -- "$W/timed" "$W/elapsed" "${cmd[@]}" ;;
   esac
   t1=$EPOCHREALTIME
   case $mode in
-    profmap*) figs=$(profmap_figures "$W/pm" | tr ' ' ,) ;;
+    profmap*) figs=$(profmap_figures "$W/pm" "$W/time" | tr ' ' ,) ;;
     strace) figs=$(strace_figures "$W/st" | tr ' ' ,) ;;
   esac
   echo "$(cat "$W/elapsed") $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) * 1000 }') $figs"
@@ -156,14 +165,14 @@ for ((r = 0; r <= RUNS; r++)); do
     for ((k = 0; k < ${#MODES[@]}; k++)); do
       m=${MODES[$(((k + r) % ${#MODES[@]}))]}
       v=$(run "$m" "$wl")
-      [ "$r" -gt 0 ] && printf '%s\t%s\t%s\n' "$wl" "$m" "$v" >>"$W/results.tsv"
+      [ "$r" -gt 0 ] && printf '%s\t%s\t%s\t%s\n' "$wl" "$m" "$r" "$v" >>"$W/results.tsv"
     done
   done
 done
 SECS=$(($(date +%s) - START))
 # Syscalls per second of a dd workload alone (a read and a write per block), median run.
 rate() {
-  awk -F'\t' -v w="$1" '$1 == w && $2 == "alone" { split($3, a, " "); print a[1] }' "$W/results.tsv" |
+  awk -F'\t' -v w="$1" '$1 == w && $2 == "alone" { split($4, a, " "); print a[1] }' "$W/results.tsv" |
     sort -n | awk -v n="$DD_BLOCKS" '{ v[NR] = $1 } END { printf "%.0fk", 2 * n / v[int((NR + 1) / 2)] }'
 }
 DDRATE=$(rate dd)
@@ -176,10 +185,10 @@ import statistics, sys
 from collections import defaultdict
 rows = defaultdict(list)
 for line in open(sys.argv[1]):
-    wl, mode, rest = line.rstrip("\n").split("\t")
+    wl, mode, rnd, rest = line.rstrip("\n").split("\t")
     el, e2e, figs = rest.split(" ", 2)
     f = {} if figs == "-" else dict(kv.split("=") for kv in figs.split(","))
-    rows[wl, mode].append((float(el), float(e2e), f))
+    rows[wl, mode].append((float(el), float(e2e), f, int(rnd)))
 queries = int(sys.argv[2])
 modes = [m for m in "${MODES[*]}".split()]
 label = {
@@ -198,11 +207,13 @@ print()
 print("Workloads: **dd**: \`dd if=/dev/zero of=$DD_DIR/FILE bs=4k count=$DD_BLOCKS\` (a $DDFS file; $DDRATE syscalls/s alone);")
 print("**read**: \`dd if=FILE of=/dev/null bs=4k\`, FILE $DD_BLOCKS blocks on $READFS (the temporary folder), in the page cache; $READRATE syscalls/s alone;")
 print("**psql**: \`psql -f\` with $QUERIES \`SELECT i;\` over TCP to a local PostgreSQL 15 started by the script;")
-print("**cpu**: \`three_funcs $CPU_ITERS\` (cc -O2). Elapsed: the workload's own time (a wrapper around it), median (min..max);")
-print("end-to-end: the whole command, the tool's start-up and analysis included (median).")
+print("**cpu**: \`three_funcs $CPU_ITERS\` (cc -O2). Elapsed: the workload's own time (dd's own figure; a wrapper around psql and cpu), median (min..max).")
+print("Paired: the median over the rounds of each run against the workload alone in the same round.")
+print("End-to-end: the whole command, the tool's start-up and analysis included (median); profmap's own CPU: its user + sys time")
+print("less the target's (median): the drain thread and the analysis, which compete with the target for the 2 CPUs.")
 print()
-print("| workload | mode | elapsed ms | slowdown (median) | slowdown (min) | end-to-end ms | profmap lost samples |")
-print("| --- | --- | --- | --- | --- | --- | --- |")
+print("| workload | mode | elapsed ms | slowdown (median) | slowdown (paired) | slowdown (min) | end-to-end ms | profmap own CPU ms | profmap lost records |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for wl in ("dd", "read", "psql", "cpu"):
     base = rows[wl, "alone"]
     bmed = statistics.median(r[0] for r in base)
@@ -214,8 +225,13 @@ for wl in ("dd", "read", "psql", "cpu"):
         e2e = statistics.median(r[1] for r in rs)
         sm = "—" if m == "alone" else f"{(med / bmed - 1) * 100:+.1f}%"
         sn = "—" if m == "alone" else f"{(el[0] / bmin - 1) * 100:+.1f}%"
-        lost = ", ".join(r[2].get("lost", "-") for r in rs) if m.startswith("profmap") else "—"
-        print(f"| {wl} | {label[m]} | {med:.0f} ({el[0]:.0f}..{el[-1]:.0f}) | {sm} | {sn} | {e2e:.0f} | {lost} |")
+        alone_in = {r[3]: r[0] for r in base}
+        pairs = [r[0] / alone_in[r[3]] for r in rs if r[3] in alone_in]
+        sp = "—" if m == "alone" else f"{(statistics.median(pairs) - 1) * 100:+.1f}%"
+        pm = m.startswith("profmap")
+        lost = ", ".join(r[2].get("lost", "-") for r in rs) if pm else "—"
+        own = f"{statistics.median(float(r[2]['own']) for r in rs):.0f}" if pm else "—"
+        print(f"| {wl} | {label[m]} | {med:.0f} ({el[0]:.0f}..{el[-1]:.0f}) | {sm} | {sp} | {sn} | {e2e:.0f} | {own} | {lost} |")
 print()
 print(f"Round trips on psql (true: {queries} queries + 1 start-up exchange = {queries + 1}), per run:")
 print()
