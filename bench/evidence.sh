@@ -26,11 +26,11 @@
 # are disabled so there is exactly one) — and strace's sendto/recvfrom calls.
 # Prints Markdown; pass --write to replace the section "## Evidence capture" in
 # docs/benchmarks.md.
-# Env: RUNS (rounds, default 5), DD_BLOCKS (20000), DD_DIR (/dev/shm), QUERIES (2000),
+# Env: RUNS (rounds, default 7), DD_BLOCKS (20000), DD_DIR (/dev/shm), QUERIES (2000),
 # CPU_ITERS (40000000), REF_PROFMAP (unset).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUNS=${RUNS:-5}
+RUNS=${RUNS:-7}
 DD_BLOCKS=${DD_BLOCKS:-20000}
 DD_DIR=${DD_DIR:-/dev/shm}
 QUERIES=${QUERIES:-2000}
@@ -68,14 +68,18 @@ PSQL=(psql -X -q -t -A -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U postgres -d
 got=$("${PSQL[@]}" | wc -l)
 [ "$got" = "$QUERIES" ] || { echo "psql answered $got of $QUERIES queries" >&2; exit 1; }
 
-# The workload under a wrapper that writes its own elapsed time (ms) to $W/elapsed.
+# The workload under a wrapper that writes "elapsed_ms cpu_ms" to $W/elapsed: elapsed
+# from the wrapper's clock, or dd's own figure (from its start, exec and loading
+# excluded); CPU: the workload's user + sys time (bash's `times` for its children).
 cat >"$W/timed" <<'SH'
 #!/bin/bash
 out=$1; shift
 s=$EPOCHREALTIME; "$@" 2>"$out.err"; rc=$?; e=$EPOCHREALTIME
-# dd times itself (from its start, the exec and loading excluded): its figure when there.
 own=$(awk '/copied/ { for (i = 1; i <= NF; i++) if ($i == "s,") print $(i - 1) * 1000 }' "$out.err")
-if [ -n "$own" ]; then echo "$own" >"$out"; else echo "$s $e" | awk '{ printf "%.3f\n", ($2 - $1) * 1000 }' >"$out"; fi
+el=${own:-$(echo "$s $e" | awk '{ printf "%.3f", ($2 - $1) * 1000 }')}
+times >"$out.times"
+cpu=$(tail -1 "$out.times" | awk '{ t = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] } printf "%.0f", t * 1000 }')
+echo "$el $cpu" >"$out"
 exit $rc
 SH
 chmod +x "$W/timed"
@@ -129,7 +133,7 @@ strace_figures() {
        END { printf "sendto=%s recvfrom=%s recvfrom_err=%s\n", s + 0, r + 0, e + 0 }' "$1"
 }
 
-# run MODE WL: one line "elapsed_ms end_to_end_ms figures".
+# run MODE WL: one line "elapsed_ms cpu_ms end_to_end_ms figures".
 run() {
   local mode=$1 wl=$2 cmd figs="-" t0 t1
   read -ra cmd <<<"$(workload "$wl")"
@@ -180,72 +184,10 @@ READRATE=$(rate read)
 DDFS=$(findmnt -no FSTYPE --target "$DD_DIR" | head -1)
 READFS=$(findmnt -no FSTYPE --target "$W" | head -1)
 
-python3 - "$W/results.tsv" "$QUERIES" <<PY | tee "$W/table.md"
-import statistics, sys
-from collections import defaultdict
-rows = defaultdict(list)
-for line in open(sys.argv[1]):
-    wl, mode, rnd, rest = line.rstrip("\n").split("\t")
-    el, e2e, figs = rest.split(" ", 2)
-    f = {} if figs == "-" else dict(kv.split("=") for kv in figs.split(","))
-    rows[wl, mode].append((float(el), float(e2e), f, int(rnd)))
-queries = int(sys.argv[2])
-modes = [m for m in "${MODES[*]}".split()]
-label = {
-    "alone": "workload alone",
-    "profmap": "\`profmap record\`",
-    "profmap-no-wakeups": "\`profmap record --no-wakeups\`",
-    "strace": "\`strace -c -f\`",
-    "perf-trace": "\`perf trace -s\`",
-    "profmap-ref": "\`profmap record\`, reference build",
-}
-print("## Evidence capture")
-print()
-print("\`bench/evidence.sh\` at $COMMIT. Machine: $(nproc) CPUs, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'). Date: $(date -u '+%Y-%m-%d %H:%M') UTC.")
-print("Load average at start: $LOAD. $RUNS interleaved rounds + 1 warm-up, ${SECS} s in all.")
-print()
-print("Workloads: **dd**: \`dd if=/dev/zero of=$DD_DIR/FILE bs=4k count=$DD_BLOCKS\` (a $DDFS file; $DDRATE syscalls/s alone);")
-print("**read**: \`dd if=FILE of=/dev/null bs=4k\`, FILE $DD_BLOCKS blocks on $READFS (the temporary folder), in the page cache; $READRATE syscalls/s alone;")
-print("**psql**: \`psql -f\` with $QUERIES \`SELECT i;\` over TCP to a local PostgreSQL 15 started by the script;")
-print("**cpu**: \`three_funcs $CPU_ITERS\` (cc -O2). Elapsed: the workload's own time (dd's own figure; a wrapper around psql and cpu), median (min..max).")
-print("Paired: the median over the rounds of each run against the workload alone in the same round.")
-print("End-to-end: the whole command, the tool's start-up and analysis included (median); profmap's own CPU: its user + sys time")
-print("less the target's (median): the drain thread and the analysis, which compete with the target for the 2 CPUs.")
-print()
-print("| workload | mode | elapsed ms | slowdown (median) | slowdown (paired) | slowdown (min) | end-to-end ms | profmap own CPU ms | profmap lost records |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-for wl in ("dd", "read", "psql", "cpu"):
-    base = rows[wl, "alone"]
-    bmed = statistics.median(r[0] for r in base)
-    bmin = min(r[0] for r in base)
-    for m in modes:
-        rs = rows[wl, m]
-        el = sorted(r[0] for r in rs)
-        med = statistics.median(el)
-        e2e = statistics.median(r[1] for r in rs)
-        sm = "—" if m == "alone" else f"{(med / bmed - 1) * 100:+.1f}%"
-        sn = "—" if m == "alone" else f"{(el[0] / bmin - 1) * 100:+.1f}%"
-        alone_in = {r[3]: r[0] for r in base}
-        pairs = [r[0] / alone_in[r[3]] for r in rs if r[3] in alone_in]
-        sp = "—" if m == "alone" else f"{(statistics.median(pairs) - 1) * 100:+.1f}%"
-        pm = m.startswith("profmap")
-        lost = ", ".join(r[2].get("lost", "-") for r in rs) if pm else "—"
-        own = f"{statistics.median(float(r[2]['own']) for r in rs):.0f}" if pm else "—"
-        print(f"| {wl} | {label[m]} | {med:.0f} ({el[0]:.0f}..{el[-1]:.0f}) | {sm} | {sp} | {sn} | {e2e:.0f} | {own} | {lost} |")
-print()
-print(f"Round trips on psql (true: {queries} queries + 1 start-up exchange = {queries + 1}), per run:")
-print()
-print("| mode | counted round trips | sends | receives (with data) |")
-print("| --- | --- | --- | --- |")
-for m in modes:
-    rs = rows["psql", m]
-    if m.startswith("profmap"):
-        j = lambda k: ", ".join(sorted(set(r[2].get(k, "-") for r in rs)))
-        print(f"| {label[m]} | {j('rt')} | {j('sends')} | {j('recvs')} |")
-    elif m == "strace":
-        j = lambda k: ", ".join(sorted(set(r[2].get(k, "-") for r in rs)))
-        print(f"| {label[m]} (sendto / recvfrom calls) | — | {j('sendto')} | {j('recvfrom')} ({j('recvfrom_err')} EAGAIN) |")
-PY
+DATE=$(date -u "+%Y-%m-%d %H:%M")
+export DATE COMMIT LOAD SECS RUNS DD_BLOCKS DD_DIR DDFS DDRATE READFS READRATE QUERIES CPU_ITERS
+MODES_LIST="${MODES[*]}" MACHINE="$(nproc) CPUs, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')" \
+  python3 bench/evidence_table.py "$W/results.tsv" | tee "$W/table.md"
 
 if [ "$WRITE" = --write ]; then
   python3 - docs/benchmarks.md "$W/table.md" <<'PY'
