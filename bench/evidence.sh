@@ -2,32 +2,32 @@
 # What capturing the evidence of issue 8 (what each wait was on: socket traffic per
 # descriptor, round trips, connections, page-cache reads, peers) costs the target, side by
 # side in one run with the tools a user would pick instead: `strace -c -f` and
-# `perf trace -s` (per-syscall counts). Three workloads:
+# `perf trace -s` (per-syscall counts). Four workloads:
 #   dd   `dd if=/dev/zero of=FILE bs=4k count=$DD_BLOCKS`, FILE on tmpfs (/dev/shm) by
 #        default: the syscall-heavy case (a read and a write per 4 KiB block);
 #   read `dd if=FILE of=/dev/null bs=4k`, FILE ($DD_BLOCKS blocks) on the disk under the
-#        temporary folder and already in the page cache: every read reaches the page cache
-#        (`filemap:mm_filemap_get_pages`; tmpfs reads do not go through it);
+#        temporary folder and already in the page cache: every read reaches
+#        `filemap:mm_filemap_get_pages` (tmpfs reads do not go through it);
 #   psql `psql -f` running $QUERIES one-line queries over TCP against a PostgreSQL cluster
 #        this script starts in a temporary folder (initdb as `postgres`, a free port, fsync
 #        off, stopped at the end): a client of a local database;
 #   cpu  tests/fixtures/c/three_funcs.c (cc -O2), CPU-bound.
 # Modes: the workload alone; `profmap record` (one profiled run, every output written);
-# `profmap record --no-wakeups`; `strace -c -f`; `perf trace -s`; and, when REF_PROFMAP
-# names another profmap binary (e.g. one built before the evidence capture), `profmap-ref`.
+# `profmap record --no-wakeups`; `strace -c -f`; `perf trace -s`; for context, `perf
+# record` of the four tracepoints profmap adds for this evidence, every hit (their
+# in-kernel cost without profmap's handling); and, when REF_PROFMAP names another profmap
+# binary (e.g. one built before the evidence capture), `profmap-ref`.
 # Each workload is timed by itself (dd's own figure) or by a small bash wrapper around it
-# (EPOCHREALTIME before and after: psql, cpu), so the tools' start-up and their own
-# analysis are not counted; the end-to-end time of the
-# whole command is reported beside it. Modes are interleaved, their order rotated each
-# round; one warm-up round is discarded; medians (min..max) and the slowdown of the median
-# and of the minimum against the workload alone.
+# (EPOCHREALTIME before and after: psql, cpu), so the tools' start-up and analysis are
+# not counted; its CPU time (user + sys, from the wrapper's `times`) beside it, and the
+# end-to-end time of the whole command. Modes are interleaved, their order rotated each
+# round; one warm-up round is discarded; slowdowns against the workload alone of the
+# medians, paired by round, and of the minimums.
 # Round trips on psql: profmap's count (sum of `round_trips` over the recording's `sockets`)
 # against the true count — one per query plus the start-up exchange (SSL and GSS encryption
 # are disabled so there is exactly one) — and strace's sendto/recvfrom calls.
 # Prints Markdown; pass --write to replace the section "## Evidence capture" in
-# docs/benchmarks.md.
-# Env: RUNS (rounds, default 7), DD_BLOCKS (20000), DD_DIR (/dev/shm), QUERIES (2000),
-# CPU_ITERS (40000000), REF_PROFMAP (unset).
+# docs/benchmarks.md (the text after its tables, from "### Reading it", is kept).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-7}
@@ -150,6 +150,10 @@ run() {
         "$pm" record -q "${extra[@]}" --out "$W/pm" -- "$W/timed" "$W/elapsed" "${cmd[@]}" >/dev/null 2>&1 ;;
     strace) strace -c -f -o "$W/st" "$W/timed" "$W/elapsed" "${cmd[@]}" ;;
     perf-trace) perf trace -s -o "$W/pt" -- "$W/timed" "$W/elapsed" "${cmd[@]}" ;;
+    perf-side)
+      perf record -q -o "$W/p.data" -e sock:sock_send_length -e sock:sock_recv_length \
+        -e sock:inet_sock_set_state -e filemap:mm_filemap_get_pages --user-regs=DI,SI,DX \
+        -- "$W/timed" "$W/elapsed" "${cmd[@]}" >/dev/null 2>&1 ;;
   esac
   t1=$EPOCHREALTIME
   case $mode in
@@ -159,7 +163,7 @@ run() {
   echo "$(cat "$W/elapsed") $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) * 1000 }') $figs"
 }
 
-MODES=(alone profmap profmap-no-wakeups strace perf-trace)
+MODES=(alone profmap profmap-no-wakeups strace perf-trace perf-side)
 [ -n "$REF_PROFMAP" ] && MODES+=(profmap-ref)
 LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 START=$(date +%s)

@@ -14,6 +14,7 @@ LABEL = {
     "profmap-no-wakeups": "`profmap record --no-wakeups`",
     "strace": "`strace -c -f`",
     "perf-trace": "`perf trace -s`",
+    "perf-side": "(context) `perf record` of the socket and page-cache tracepoints",
     "profmap-ref": "`profmap record`, reference build",
 }
 WORKLOADS = ("dd", "read", "psql", "cpu")
