@@ -204,7 +204,7 @@ fn an_http_client_with_a_connection_per_request_shows_ten_http_connections() {
     let t = std::thread::spawn(move || {
         for _ in 0..10 {
             let Some((mut c, _)) = accept(|| server.accept()) else {
-                return;
+                return server;
             };
             c.set_nonblocking(false).expect("blocking");
             let mut req = Vec::new();
@@ -218,6 +218,8 @@ fn an_http_client_with_a_connection_per_request_shows_ten_http_connections() {
             let _ =
                 c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
         }
+        // Still listening while the profile is taken, as a real server would be.
+        server
     });
     let code = format!(
         r#"

@@ -16,8 +16,8 @@
 //! `readlink /proc/PID/fd/N` gives a path (a file, or a device under `/dev/`),
 //! `socket:[INODE]`, `pipe:[INODE]` or `anon_inode:[eventfd]`-like names. A socket's
 //! addresses come from the process's `/proc/PID/net/{tcp,tcp6,udp,udp6,unix}` by inode
-//! (NOTES-waits: parsing these costs about what sock_diag does for TCP; Unix peers
-//! would need sock_diag and are not named). Results are cached per (pid, fd); the
+//! (NOTES-waits: parsing these costs about what sock_diag does for TCP); a Unix
+//! socket's peer comes from sock_diag (`netpeer`, `unixdiag`). Results are cached per (pid, fd); the
 //! link is read again at most once per drain round, and a changed link (the fd was
 //! reused) makes a new resource. Each round may read at most [`BUDGET_PER_ROUND`]
 //! links or tables; look-ups past it are skipped and counted.
@@ -93,6 +93,11 @@ impl Resolver {
                 ResourceKind::SocketTcp | ResourceKind::SocketUdp | ResourceKind::SocketUnix
             )
         })
+    }
+
+    /// The peer address of resource `i`, when it has one.
+    pub(crate) fn peer_of(&self, i: u32) -> Option<&str> {
+        self.resources.get(i as usize)?.peer.as_deref()
     }
 
     /// A TCP socket known by its addresses only (its descriptor was gone before the

@@ -8,9 +8,11 @@
 //! - `offcpu`: off-CPU intervals from switch, exit and wake-up events, with their waker.
 //! - `unwind`: DWARF CFI unwinding with framehop.
 //! - `blocked`: where blocked threads wait, from /proc (user-space-only sampling).
-//! - `evidence`: socket and page-cache tracepoints, handled as they are collected;
-//!   `sockio` (round trips per socket), `fileio` (pages read per file), `netpeer`
-//!   (peer → local service) and `unixdiag` (Unix socket peers through sock_diag).
+//! - `sidecar`: the evidence thread, draining the socket and page-cache tracepoints
+//!   (`sidetp`) every millisecond; `evidence` handles their records: `sockio` (round
+//!   trips per socket), `fileio` (pages read per file), `peek` (first payload bytes,
+//!   file paths), `netpeer` (peer → local service) and `unixdiag` (Unix socket peers
+//!   through sock_diag).
 //! - `watcher`: `TaskWatcher`, counting processes without samples.
 //! - `doctor`: `probe_capabilities`.
 
@@ -21,9 +23,11 @@ mod fdres;
 mod fileio;
 mod netpeer;
 mod offcpu;
+mod peek;
 mod process;
 mod sampler;
 mod sidecar;
+mod sidetp;
 mod sockio;
 mod sys;
 mod tracefs;

@@ -556,7 +556,10 @@ impl PerfSampler {
         let desc = description.clone();
         // Without switch-out stacks, blocked threads are looked at through /proc.
         let poll_blocked = (scope == Scope::UserOnly).then_some(stack_bytes as usize);
-        let side = side.map(sidecar::spawn).transpose()?;
+        let side = side
+            .filter(|s| !s.is_empty())
+            .map(sidecar::spawn)
+            .transpose()?;
         let thread = std::thread::Builder::new()
             .name("profmap-perf-drain".into())
             .spawn(move || drain_loop(opened, processor, rx, desc, freq, warnings, poll_blocked))

@@ -19,15 +19,21 @@ use std::thread::JoinHandle;
 
 use linux_perf_event_reader::{RawData, RawEventRecord, RecordParseInfo, RecordType};
 
-use super::evidence::{self, Evidence, Recorded, SideRole, SideSource};
+use super::evidence::{Evidence, Recorded};
 use super::fdres::Resolver;
 use super::sampler::map_ring;
+use super::sidetp::{self, SideRole, SideSource};
 use super::sys::{self, OwnedRecord, Ring};
 use crate::error::Error;
+
+const PERF_RECORD_LOST: u32 = perf_event_open_sys::bindings::PERF_RECORD_LOST;
 use crate::sample::RawProfile;
 
-/// Ring bytes per CPU: ~20 000 socket events/s (112 B each) for over 100 ms.
-const RING_BYTES: usize = 256 * 1024;
+/// Ring bytes per CPU: ~100 000 events/s (112 B each) for 100 ms, a starved drain
+/// thread's worst seen on a loaded 2-CPU machine; all CPUs together at most
+/// [`RINGS_MAX_BYTES`].
+const RING_BYTES: usize = 1024 * 1024;
+const RINGS_MAX_BYTES: usize = 64 * 1024 * 1024;
 const POLL_MS: i32 = 1;
 /// Budgets (descriptor look-ups, scans) are refilled this often, as in the main thread.
 const ROUND_NS: u64 = 10_000_000;
@@ -44,7 +50,7 @@ pub(crate) struct Opened {
 /// Open the side events on every CPU for the tree of `pid`; what cannot be had is a
 /// warning naming the tracepoint and its consequence.
 pub(crate) fn open(pid: i32, cpus: &[i32], warnings: &mut Vec<String>) -> Opened {
-    let sources = evidence::sources();
+    let sources = sidetp::sources();
     let mut failed: Vec<Option<String>> =
         sources.iter().map(|s| s.as_ref().err().cloned()).collect();
     let mut o = Opened {
@@ -53,11 +59,15 @@ pub(crate) fn open(pid: i32, cpus: &[i32], warnings: &mut Vec<String>) -> Opened
         roles: HashMap::new(),
         recorded: Recorded::default(),
     };
+    let mut bytes = RING_BYTES;
+    while bytes > 64 * 1024 && bytes * cpus.len() > RINGS_MAX_BYTES {
+        bytes /= 2;
+    }
     for &cpu in cpus {
         let mut ring: Option<Ring> = None;
         for (src, why) in sources.iter().zip(failed.iter_mut()) {
             if let (Ok(src), None) = (src, &why) {
-                *why = open_one(src, pid, cpu, &mut ring, &mut o).err();
+                *why = open_one(src, (pid, cpu, bytes), &mut ring, &mut o).err();
             }
         }
         o.rings.extend(ring);
@@ -69,12 +79,11 @@ pub(crate) fn open(pid: i32, cpus: &[i32], warnings: &mut Vec<String>) -> Opened
 /// Open one event on one CPU: the CPU's first makes the ring, the others write into it.
 fn open_one(
     src: &SideSource,
-    pid: i32,
-    cpu: i32,
+    (pid, cpu, bytes): (i32, i32, usize),
     ring: &mut Option<Ring>,
     o: &mut Opened,
 ) -> Result<(), String> {
-    let mut a = evidence::attr(src);
+    let mut a = sidetp::attr(src);
     let fd = sys::open(&mut a, pid, cpu, -1)
         .map_err(|e| format!("perf_event_open on cpu {cpu}: {e}"))?;
     let info = sys::parse_info(&a).ok_or("no record layout for its attributes")?;
@@ -86,8 +95,8 @@ fn open_one(
             o.extra_fds.push(fd);
         }
         None => {
-            let r = map_ring(fd, RING_BYTES)
-                .map_err(|e| format!("mmap of its ring on cpu {cpu}: {e}"))?;
+            let r =
+                map_ring(fd, bytes).map_err(|e| format!("mmap of its ring on cpu {cpu}: {e}"))?;
             *ring = Some(r);
         }
     }
@@ -130,6 +139,13 @@ fn outcome(
     Recorded {
         sockets: send_recv.is_empty(),
         files: failed.get(3).is_some_and(Option::is_none),
+    }
+}
+
+impl Opened {
+    /// Whether no event could be opened (no thread is worth starting then).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.rings.is_empty()
     }
 }
 
@@ -212,6 +228,12 @@ fn drain(o: &mut Opened, buf: &mut Vec<OwnedRecord>, ev: &mut Evidence, fds: &mu
     }
     let mut recs: Vec<(u64, usize, SideRole, RecordParseInfo)> = Vec::with_capacity(buf.len());
     for (i, rec) in buf.iter().enumerate() {
+        if rec.record_type == PERF_RECORD_LOST {
+            // id, then the number of records lost.
+            let lost = rec.body.get(8..16).and_then(|b| b.try_into().ok());
+            ev.lost += lost.map_or(0, u64::from_le_bytes);
+            continue;
+        }
         let Some(&(role, info)) = sys::record_id(rec).and_then(|id| o.roles.get(&id)) else {
             continue;
         };
@@ -284,4 +306,5 @@ pub(crate) fn merge(raw: &mut RawProfile, side: RawProfile) {
     raw.file_reads_recorded = side.file_reads_recorded;
     raw.file_reads = side.file_reads;
     raw.warnings.extend(side.warnings);
+    raw.lost_records += side.lost_records;
 }

@@ -71,6 +71,13 @@ impl SockIo {
         self.active.retain(|&(_, s), _| s != sk);
     }
 
+    /// `inet_sock_set_state` to CLOSE in a task of the tree: no more traffic on this
+    /// sk; a socket that later gets it is a new one (and a failed connect is forgotten).
+    pub(crate) fn closed(&mut self, sk: u64) {
+        self.connecting.remove(&sk);
+        self.active.retain(|&(_, s), _| s != sk);
+    }
+
     /// A call that moved data; events must come in time order.
     pub(crate) fn call(&mut self, c: SockCall) -> Seen {
         let key = (c.pid, c.sk);
@@ -274,9 +281,13 @@ mod tests {
         assert!(again.new);
         // An event whose DI held no descriptor stays on the row.
         assert!(!s.call(call(-1, 1, Recv, 5)).new);
+        // A failed connect leaves no mark on the socket that next gets its sk.
+        s.connecting(9);
+        s.closed(9);
+        assert!(s.call(call(6, 9, Recv, 6)).new);
         let rows = s.finish(0);
-        assert_eq!(rows.len(), 4);
-        assert!(rows[3].connected && !rows[2].connected);
+        assert_eq!(rows.len(), 5);
+        assert!(rows[3].connected && !rows[2].connected && !rows[4].connected);
         assert_eq!(rows[3].round_trips, 1);
     }
 
