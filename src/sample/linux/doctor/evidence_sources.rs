@@ -8,7 +8,7 @@
 
 use perf_event_open_sys::bindings as b;
 
-use super::super::evidence::{self, SideSource};
+use super::super::sidetp::{self, SideSource};
 use super::super::sys;
 use super::super::tracefs;
 use super::{Check, check, peers, try_open};
@@ -73,7 +73,7 @@ struct Tp {
 /// The sampler's own description of the side event `name` (its fields found in the
 /// format file), or why it has none.
 fn side_source(name: &str) -> Result<SideSource, String> {
-    evidence::sources()
+    sidetp::sources()
         .into_iter()
         .find_map(|s| match s {
             Ok(s) if s.name == name => Some(Ok(s)),
@@ -128,7 +128,7 @@ fn tracepoint_check(user_only: bool, tp: &Tp) -> Check {
                 );
             }
         };
-        if let Err(e) = sys::open(&mut evidence::attr(&src), 0, -1, -1) {
+        if let Err(e) = sys::open(&mut sidetp::attr(&src), 0, -1, -1) {
             return fail(
                 format!("{}:{name} refused by perf_event_open ({e})", tp.group),
                 "run as root, or sudo sysctl kernel.perf_event_paranoid=-1",
