@@ -30,7 +30,7 @@
 # docs/benchmarks.md (the text after its tables, from "### Reading it", is kept).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUNS=${RUNS:-7}
+RUNS=${RUNS:-6}
 DD_BLOCKS=${DD_BLOCKS:-20000}
 DD_DIR=${DD_DIR:-/dev/shm}
 QUERIES=${QUERIES:-2000}
