@@ -1,29 +1,33 @@
-//! Socket traffic and page-cache reads of the tree: opening their tracepoints and
-//! handling their records as soon as the drain thread copies them out (before the sort
-//! slack: a short connection's descriptor and buffers are gone 20 ms later).
+//! Socket traffic and page-cache reads of the tree: handling the records of the side
+//! tracepoints (see `sidetp`) as the evidence thread (`sidecar`) copies them out, about a
+//! millisecond after the call on an idle machine (tens of ms on a loaded one).
 //!
-//! # Events (per CPU, inherited, `enable_on_exec`, into the main ring)
+//! # Events (per CPU, inherited, `enable_on_exec`, rings of their own)
 //!
 //! - `sock:sock_send_length`, `sock:sock_recv_length` (fields `sk`, `ret`, `flags`
 //!   from the format file): every event, IDENTIFIER|TID|TIME|RAW and the user registers
-//!   DI, SI, DX (the syscall's fd, buffer and length), no callchain (~0.4 µs/event).
-//!   Calls with `ret > 0` and without MSG_PEEK go to `sockio`.
-//! - `sock:inet_sock_set_state` (`skaddr`, `newstate`): SYN_SENT from a task of the
-//!   tree means the tree opened that connection.
+//!   DI, SI, DX (the syscall's fd, buffer and length), no callchain. Calls with
+//!   `ret > 0` and without MSG_PEEK go to `sockio`.
+//! - `sock:inet_sock_set_state` (`skaddr`, `newstate`, ports and addresses): SYN_SENT
+//!   from a task of the tree means the tree opened that connection; CLOSE ends it; the
+//!   addresses name a TCP socket whose descriptor was gone before its look-up.
 //! - `filemap:mm_filemap_get_pages` (`i_ino`, `s_dev`, `index`, `last_index`): to
 //!   `fileio`.
 //!
 //! # At first sight
 //!
-//! A new socket's descriptor is resolved at once (`Resolver::resolve_now`). Its first
-//! send and first receive have up to 16 bytes of the caller's buffer read with
-//! `process_vm_readv` (SI; for sendmsg/recvmsg SI is a msghdr, tried second) and
-//! recognised (`sample::protocol`). The buffer may already hold other data by then (the
-//! drain thread runs up to 10 ms later): a documented race, counted with the reads that
-//! failed. A new file's path is found by matching (dev, ino) with the stat of the
-//! process's `/proc/PID/fd/*`, at most [`FILE_LOOKS_PER_ROUND`] scans per round.
+//! A new socket's descriptor is resolved at once (`Resolver::resolve_now`); a TCP
+//! socket whose descriptor is gone, or names a newer socket, by then is named from
+//! its state changes' addresses. Its first send and first receive have up to 16 bytes
+//! of the caller's buffer read with `process_vm_readv` (SI; for sendmsg/recvmsg SI is
+//! a msghdr, tried second) and recognised (`sample::protocol`). The buffer may hold
+//! other data by then, or the process may have exited: a documented race, counted
+//! with the reads that failed. A new file's path is found by matching (dev, ino) with
+//! the stat of the process's `/proc/PID/fd/*`, at most [`FILE_LOOKS_PER_ROUND`] scans
+//! per round; a file closed before that has no path. Unix sockets closed before their
+//! look-up name no resource (no tracepoint carries their address).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use linux_perf_event_reader::{EventRecord, RawData, RawEventRecord, RecordParseInfo, RecordType};
 
@@ -37,6 +41,8 @@ use crate::sample::RawProfile;
 
 /// Scans of a process's descriptors for a file's path, per drain round.
 pub(crate) const FILE_LOOKS_PER_ROUND: u32 = 32;
+/// Look-ups tried per file before it is left without a path.
+const FILE_LOOK_TRIES: u8 = 3;
 const MSG_PEEK: i64 = 2;
 const TCP_SYN_SENT: i64 = 2;
 const TCP_CLOSE: i64 = 7;
@@ -57,13 +63,12 @@ pub(crate) struct Evidence {
     /// the tree: names a connection whose descriptor was closed before its look-up.
     addrs: HashMap<u64, (Option<String>, String)>,
     fileio: FileIo,
-    /// File rows whose look-up was skipped for want of budget.
-    unlooked: HashSet<usize>,
+    /// File rows without a path yet, and the look-ups tried for each.
+    unfound: HashMap<usize, u8>,
     file_looks: u32,
     peeks: u64,
     peek_failed: u64,
     peek_unknown: u64,
-    files_skipped: u64,
     pub(crate) events: u64,
     pub(crate) parse_errors: u64,
     /// Records the kernel dropped from the side rings.
@@ -192,23 +197,29 @@ impl Evidence {
         }
     }
 
+    /// Count the event; look a new file's path up, and again at its next reads (the
+    /// file may have been closed before the first look, and opened again since).
     fn pages(&mut self, e: PagesAsked) {
         let (row, new) = self.fileio.asked(e);
-        if !new && !self.unlooked.contains(&row) {
-            return;
-        }
-        if self.file_looks == 0 {
-            if new {
-                self.files_skipped += 1;
-            }
-            self.unlooked.insert(row);
+        let tries = match self.unfound.get(&row) {
+            Some(&t) => t,
+            None if new => 0,
+            None => return,
+        };
+        if tries >= FILE_LOOK_TRIES || self.file_looks == 0 {
+            self.unfound.insert(row, tries);
             return;
         }
         self.file_looks -= 1;
-        self.unlooked.remove(&row);
-        let found = find_file(e.pid, e.dev, e.ino);
-        let (path, size) = found.map_or((None, None), |(p, s)| (Some(p), Some(s)));
-        self.fileio.set_file(row, path, size);
+        match find_file(e.pid, e.dev, e.ino) {
+            Some((path, size)) => {
+                self.fileio.set_file(row, Some(path), Some(size));
+                self.unfound.remove(&row);
+            }
+            None => {
+                self.unfound.insert(row, tries + 1);
+            }
+        }
     }
 
     /// Put the tables (times relative to `t0`) and their warnings into `raw`.
@@ -236,11 +247,13 @@ impl Evidence {
                 self.peeks, self.peek_failed, self.peek_unknown
             ));
         }
-        if self.files_skipped > 0 {
+        if rec.files && !self.unfound.is_empty() {
             w.push(format!(
-                "{} files read through the page cache were not looked up (at most {} per \
-                 drain round): their path is unknown",
-                self.files_skipped, FILE_LOOKS_PER_ROUND
+                "{} files read through the page cache have no path (closed before they could \
+                 be looked up, or look-ups past {} per 10 ms): their reads are counted by \
+                 device and inode only",
+                self.unfound.len(),
+                FILE_LOOKS_PER_ROUND
             ));
         }
         if services_skipped > 0 {
