@@ -64,6 +64,10 @@ const POLL_MS: i32 = 10;
 const LOOKS_PER_ROUND: usize = 64;
 /// Context switches (and as many wake-ups) per second and CPU the rings are sized for.
 const SWITCH_BUDGET: u64 = 2000;
+/// Record page-cache reads per file (`filemap:mm_filemap_get_pages`): every read call
+/// of the tree pays for one event (see `sidecar::open` for the cost). A candidate for
+/// a `SamplePlan` switch.
+const PAGE_CACHE_READS: bool = true;
 /// A waking record: header, ids and 36 B of raw data.
 const WAKING_RECORD_BYTES: u64 = 96;
 
@@ -497,7 +501,7 @@ impl PerfSampler {
             opened.rings.push(main_ring);
         }
         let side = match scope {
-            Scope::Full => Some(sidecar::open(pid, &cpus, &mut warnings)),
+            Scope::Full => Some(sidecar::open(pid, &cpus, PAGE_CACHE_READS, &mut warnings)),
             Scope::UserOnly => None,
         };
         let recorded = side.as_ref().map(|s| s.recorded).unwrap_or_default();
