@@ -23,7 +23,7 @@ pub(super) fn checks(root: bool, user_only: bool) -> Vec<Check> {
                 check: "socket traffic",
                 group: "sock",
                 names: &["sock_send_length", "sock_recv_length"],
-                since: "Linux 6.4",
+                since: "Linux 6.4 or later",
                 loss: "no per-socket sends, receives, bytes or round trips \
                    (db_round_trips/http_round_trips unknown); socket waits keep only the \
                    blocked call's peer",
@@ -35,7 +35,7 @@ pub(super) fn checks(root: bool, user_only: bool) -> Vec<Check> {
                 check: "connections",
                 group: "sock",
                 names: &["inet_sock_set_state"],
-                since: "Linux 4.16",
+                since: "Linux 4.16 or later",
                 loss: "new TCP connections per peer are not counted (a connection per \
                    request cannot be told from a kept-alive one)",
             },
@@ -46,7 +46,7 @@ pub(super) fn checks(root: bool, user_only: bool) -> Vec<Check> {
                 check: "page-cache reads",
                 group: "filemap",
                 names: &["mm_filemap_get_pages"],
-                since: "Linux 6.11",
+                since: "a recent 6.x: 6.18 has it, 6.1 does not",
                 loss: "reads served from the page cache are not counted per file (a file \
                    read more than once is not seen)",
             },
@@ -64,7 +64,7 @@ struct Tp {
     check: &'static str,
     group: &'static str,
     names: &'static [&'static str],
-    /// The first kernel that has them.
+    /// Which kernels have them.
     since: &'static str,
     /// What the profile lacks without them.
     loss: &'static str,
@@ -111,7 +111,7 @@ fn tracepoint_check(user_only: bool, tp: &Tp) -> Check {
         if tracefs::tracepoint(tp.group, name).is_none() {
             return fail(
                 format!("{}:{name} is not in this kernel", tp.group),
-                &format!("a kernel that has it ({} or later)", tp.since),
+                &format!("a kernel that has it ({})", tp.since),
             );
         };
         let src = match side_source(name) {
