@@ -190,7 +190,7 @@ READFS=$(findmnt -no FSTYPE --target "$W" | head -1)
 
 DATE=$(date -u "+%Y-%m-%d %H:%M")
 export DATE COMMIT LOAD SECS RUNS DD_BLOCKS DD_DIR DDFS DDRATE READFS READRATE QUERIES CPU_ITERS
-MODES_LIST="${MODES[*]}" MACHINE="$(nproc) CPUs, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')" \
+REF_NAME=${REF_PROFMAP:+$(basename "$REF_PROFMAP")} MODES_LIST="${MODES[*]}" MACHINE="$(nproc) CPUs, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')" \
   python3 bench/evidence_table.py "$W/results.tsv" | tee "$W/table.md"
 
 if [ "$WRITE" = --write ]; then

@@ -51,6 +51,8 @@ def header():
     print(f"`bench/evidence.sh` at {E['COMMIT']}. Machine: {E['MACHINE']}. "
           f"Date: {E['DATE']} UTC. Load average at start: {E['LOAD']}. "
           f"{E['RUNS']} interleaved rounds + 1 warm-up, {E['SECS']} s in all.")
+    if E.get("REF_NAME"):
+        print(f"Reference build: `{E['REF_NAME']}` (`REF_PROFMAP`).")
     print()
     print(f"Workloads: **dd**: `dd if=/dev/zero of={E['DD_DIR']}/FILE bs=4k count={E['DD_BLOCKS']}` "
           f"(a {E['DDFS']} file; {E['DDRATE']} syscalls/s alone); **read**: `dd if=FILE of=/dev/null bs=4k`, "
