@@ -87,6 +87,18 @@ impl Resolver {
         r
     }
 
+    /// The resource `arg0` names as a descriptor of `pid`, the link read again even if
+    /// it was this round (the descriptor may have been closed and reused since).
+    pub(crate) fn resolve_fresh(&mut self, pid: i32, arg0: u64) -> Option<u32> {
+        if arg0 >= MAX_FD {
+            return None;
+        }
+        if let Some(s) = self.cache.get_mut(&(pid, arg0 as i32)) {
+            s.round = 0;
+        }
+        self.resolve(pid, arg0)
+    }
+
     /// Whether resource `i` was resolved as a socket with its addresses.
     pub(crate) fn is_socket(&self, i: u32) -> bool {
         self.resources.get(i as usize).is_some_and(|r| {

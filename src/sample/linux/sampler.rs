@@ -610,6 +610,8 @@ struct Pending {
     role: EventRole,
     info: RecordParseInfo,
     rec: OwnedRecord,
+    /// A switch-out's descriptor, resolved as the record was drained.
+    resolved: Option<u32>,
 }
 
 fn drain_loop(
@@ -709,13 +711,14 @@ fn collect(
             )
             .timestamp()
             .unwrap_or(0);
-            processor.prefetch(&rec, role, &info);
+            let resolved = processor.prefetch(&rec, role, &info);
             pending.push(Pending {
                 time,
                 seq: *seq,
                 role,
                 info,
                 rec,
+                resolved,
             });
             *seq += 1;
         }
@@ -734,7 +737,7 @@ fn process_upto(
     let n = pending.partition_point(|p| p.time <= watermark);
     for p in pending.drain(..n) {
         deliver_looks(looks, processor, |t| t < p.time);
-        processor.handle(&p.rec, p.role, &p.info);
+        processor.handle(&p.rec, p.role, &p.info, p.resolved);
     }
     deliver_looks(looks, processor, |t| t <= watermark);
 }
