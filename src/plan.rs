@@ -15,6 +15,19 @@ pub enum Plan {
     Report(ReportPlan),
     /// Print what this machine allows (`doctor`).
     Doctor,
+    /// Insert, list or remove timing wrappers in the project's sources (`instrument`).
+    Instrument(InstrumentPlan),
+}
+
+/// One `instrument` subcommand, run in the working folder (the project).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InstrumentPlan {
+    /// Wrap each `FILE:QUALNAME`.
+    Add(Vec<String>),
+    /// Show what is in place.
+    List,
+    /// Restore every file; `force` discards edits made since (after saving them).
+    Clean { force: bool },
 }
 
 /// Which phases a session runs.

@@ -8,7 +8,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::plan::{
-    MeasurePlan, Mode, OutputPlan, Plan, ReportPlan, SamplePlan, SessionPlan, TargetSpec,
+    InstrumentPlan, MeasurePlan, Mode, OutputPlan, Plan, ReportPlan, SamplePlan, SessionPlan,
+    TargetSpec,
 };
 
 /// Two examples shown with every usage error.
@@ -40,6 +41,29 @@ enum Cmd {
     Report(ReportArgs),
     /// Print what this machine allows (perf events, tracepoints, symbols, ...), with fixes.
     Doctor,
+    /// Edit timing wrappers into Python sources, list them, remove them byte for byte.
+    #[command(subcommand)]
+    Instrument(InstrumentCmd),
+}
+
+#[derive(Debug, Subcommand)]
+enum InstrumentCmd {
+    /// Wrap functions with a timing wrapper (run in the project folder). Calls are
+    /// logged as JSON lines to $PROFMAP_INSTRUMENT_LOG when it is set.
+    Add {
+        /// e.g. app.py:main or difflib.py:SequenceMatcher.find_longest_match
+        #[arg(required = true, value_name = "FILE:QUALNAME")]
+        targets: Vec<String>,
+    },
+    /// Show what is instrumented (from .profmap/instrument/manifest.json).
+    List,
+    /// Remove every insertion and restore each file byte for byte.
+    Clean {
+        /// Restore even files edited since; each edited file is saved as
+        /// FILE.profmap-edited first.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -187,6 +211,11 @@ pub fn parse(args: Vec<OsString>) -> Parsed {
             output: output(a.out, None, None),
         }),
         Cmd::Doctor => Plan::Doctor,
+        Cmd::Instrument(i) => Plan::Instrument(match i {
+            InstrumentCmd::Add { targets } => InstrumentPlan::Add(targets),
+            InstrumentCmd::List => InstrumentPlan::List,
+            InstrumentCmd::Clean { force } => InstrumentPlan::Clean { force },
+        }),
     })
 }
 

@@ -16,6 +16,7 @@
 //!   thread, and per stack.
 
 mod baseline;
+mod instrumented;
 mod io;
 mod sampled;
 mod source;
@@ -24,6 +25,7 @@ pub mod validate;
 pub use baseline::{
     Baseline, BusyProcess, DiskBusy, ExitStatus, MachineLoad, RunMeasurement, TimelinePoint,
 };
+pub use instrumented::InstrumentedFile;
 pub use io::{read_recording, write_recording};
 pub use sampled::{
     FileReads, Frame, FrameKind, MAX_TURNS_PER_SOCKET, ProcessInfo, Protocol, Resource,
@@ -52,6 +54,9 @@ pub struct Recording {
     pub sampled: Option<SampledProfile>,
     /// Warnings raised while recording (the target, the machine, the measurement).
     pub warnings: Vec<String>,
+    /// What `profmap instrument` had in place in the folder the session ran in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instrumented: Vec<InstrumentedFile>,
 }
 
 /// What was run, when, by which profmap, on what machine.
@@ -77,6 +82,7 @@ impl Recording {
             profiled_run: None,
             sampled: None,
             warnings: Vec::new(),
+            instrumented: Vec::new(),
         }
     }
 }

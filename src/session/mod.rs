@@ -26,7 +26,7 @@ use crate::report::summary::Status;
 use crate::target;
 use crate::ui;
 
-mod dirfd;
+pub mod dirfd;
 mod hooks;
 pub mod lock;
 pub mod outfile;
