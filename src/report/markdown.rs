@@ -72,10 +72,34 @@ pub fn render(map: &PerfMap) -> String {
         }
         o.push('\n');
     }
-    let _ = writeln!(o, "## Part B — instrumentation changelog\n");
-    table(&mut o, &["File", "Change type", "What", "Lines"], &[]);
-    let _ = writeln!(o, "No file was instrumented in this session.");
+    render_changelog(&mut o, &pr.instrumentation_changes);
     o
+}
+
+/// Part B: what `profmap instrument` had in place when the session ran.
+fn render_changelog(o: &mut String, changes: &[crate::profile::InstrumentedFile]) {
+    let _ = writeln!(o, "## Part B — instrumentation changelog\n");
+    let rows: Vec<Vec<String>> = changes
+        .iter()
+        .map(|c| {
+            vec![
+                c.file.clone(),
+                c.change_type.clone(),
+                c.what.clone(),
+                c.lines.clone(),
+            ]
+        })
+        .collect();
+    table(o, &["File", "Change type", "What", "Lines"], &rows);
+    if rows.is_empty() {
+        let _ = writeln!(o, "No file was instrumented in this session.");
+    } else {
+        let _ = writeln!(
+            o,
+            "Inserted lines are marked `# [PROFILE]`; `profmap instrument clean` restores \
+             every file byte for byte."
+        );
+    }
 }
 
 /// Title, command, run id, machine and verdict.

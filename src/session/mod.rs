@@ -58,6 +58,12 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
         plan.target.argv_lossy()
     };
     let mut rec = Recording::new(session_meta(&command, plan.output.run_id.clone()));
+    match crate::instrument::try_manifest_files(std::path::Path::new(".")) {
+        Ok(rows) => rec.instrumented = rows,
+        Err(why) => rec
+            .warnings
+            .push(format!("instrumentation changelog unknown: {why}")),
+    }
     let _lock = lock::lock(&out, &rec.meta.run_id, rec.meta.started_unix_s)?;
     outfile::remove_leftover_temporaries(&out, OWN_FILES);
     target::become_subreaper();
