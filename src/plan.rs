@@ -45,6 +45,9 @@ pub struct SessionPlan {
     pub measure: MeasurePlan,
     pub sample: SamplePlan,
     pub output: OutputPlan,
+    /// `--trace FILE:QUALNAME|MODULE:QUALNAME`: Python functions wrapped at run time in
+    /// extra traced runs (warm-ups + counted runs); empty when not asked for.
+    pub trace: Vec<String>,
 }
 
 /// The command to launch, byte for byte as given (argv need not be UTF-8).

@@ -109,6 +109,13 @@ struct SessionArgs {
     /// as long, so it is off unless asked for.
     #[arg(long)]
     file_reads: bool,
+    /// Wrap a Python function at run time, without editing any file (repeatable):
+    /// FILE:QUALNAME or MODULE:QUALNAME, e.g. app.py:main or json.decoder:JSONDecoder.decode.
+    /// Extra runs (warm-ups + counted) record per call wall and CPU time, the tracemalloc
+    /// delta, and HTTP requests and DB-API queries made inside the call; medians per
+    /// function go in the map and report.
+    #[arg(long, value_name = "TARGET:QUALNAME", value_parser = parse_trace)]
+    trace: Vec<String>,
     /// Run id recorded in every output (managed mode).
     #[arg(long, value_name = "ID")]
     run_id: Option<String>,
@@ -132,6 +139,23 @@ struct ReportArgs {
     input: PathBuf,
     #[command(flatten)]
     out: CommonOut,
+}
+
+/// A `--trace` target: something before the last colon, a dotted name after it.
+fn parse_trace(s: &str) -> Result<String, String> {
+    match s.rsplit_once(':') {
+        Some((t, q))
+            if !t.is_empty()
+                && !q.is_empty()
+                && q.split('.').all(|p| !p.is_empty())
+                && !s.contains('\n') =>
+        {
+            Ok(s.to_string())
+        }
+        _ => Err(format!(
+            "'{s}': expected FILE:QUALNAME or MODULE:QUALNAME, e.g. app.py:main"
+        )),
+    }
 }
 
 /// The longest duration accepted: far beyond any run, and far from `Instant` overflow.
@@ -256,6 +280,7 @@ fn session(mode: Mode, a: SessionArgs) -> Plan {
             redact: !a.no_redact,
             ..output(a.out, a.run_id, a.summary_path)
         },
+        trace: a.trace,
     })
 }
 

@@ -17,6 +17,7 @@ mod files;
 pub mod manifest;
 mod names;
 pub mod python;
+pub mod shim;
 
 use std::io::Read;
 use std::path::Path;

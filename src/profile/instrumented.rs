@@ -17,3 +17,27 @@ pub struct InstrumentedFile {
     /// created file.
     pub lines: String,
 }
+
+/// One function wrapped at run time by `--trace` (the shim), over the counted traced
+/// runs.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TracedFunction {
+    /// The qualified name as asked for.
+    pub function: String,
+    /// The module it was found in (`__main__` for the script).
+    pub module: String,
+    /// Counted runs the figures come from.
+    pub runs: u32,
+    /// Calls per run (median over the runs).
+    pub calls_per_run: f64,
+    /// Median wall time of a call, ms (all calls of the counted runs).
+    pub wall_ms_median: f64,
+    /// Median CPU time of a call (the calling thread), ms.
+    pub cpu_ms_median: f64,
+    /// Median change of traced memory over a call (tracemalloc), bytes.
+    pub mem_delta_bytes_median: f64,
+    /// HTTP requests (http.client) made during the calls, per run (median).
+    pub http_requests_per_run: f64,
+    /// DB-API queries made during the calls, per run (median).
+    pub db_queries_per_run: f64,
+}

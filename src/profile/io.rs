@@ -119,6 +119,7 @@ mod tests {
             sampled: Some(sampled),
             warnings: Vec::new(),
             instrumented: Vec::new(),
+            traced: Vec::new(),
         }
     }
 

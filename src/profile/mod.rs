@@ -25,7 +25,7 @@ pub mod validate;
 pub use baseline::{
     Baseline, BusyProcess, DiskBusy, ExitStatus, MachineLoad, RunMeasurement, TimelinePoint,
 };
-pub use instrumented::InstrumentedFile;
+pub use instrumented::{InstrumentedFile, TracedFunction};
 pub use io::{read_recording, write_recording};
 pub use sampled::{
     FileReads, Frame, FrameKind, MAX_TURNS_PER_SOCKET, ProcessInfo, Protocol, Resource,
@@ -57,6 +57,9 @@ pub struct Recording {
     /// What `profmap instrument` had in place in the folder the session ran in.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub instrumented: Vec<InstrumentedFile>,
+    /// `--trace`: per-function medians of the traced runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub traced: Vec<TracedFunction>,
 }
 
 /// What was run, when, by which profmap, on what machine.
@@ -83,6 +86,7 @@ impl Recording {
             sampled: None,
             warnings: Vec::new(),
             instrumented: Vec::new(),
+            traced: Vec::new(),
         }
     }
 }

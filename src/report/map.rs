@@ -67,6 +67,9 @@ pub struct ProfileResult {
     /// file (report.md Part B).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub instrumentation_changes: Vec<crate::profile::InstrumentedFile>,
+    /// `--trace`: per-function medians of the traced runs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub traced_functions: Vec<crate::profile::TracedFunction>,
     /// Signs that a profiler is the wrong tool for this target (bare names, as the
     /// schema has them).
     pub wrong_tool_indicators: Vec<WrongToolIndicator>,

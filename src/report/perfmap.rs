@@ -303,6 +303,7 @@ pub fn build(
         },
         instrumented_files: instrumented_files(rec),
         instrumentation_changes: rec.instrumented.clone(),
+        traced_functions: rec.traced.clone(),
         wrong_tool_indicators: diagnosis.wrong_tool.iter().map(|w| w.indicator).collect(),
         wrong_tool_evidence: diagnosis.wrong_tool,
         measurement_quality: measurement_quality(rec, &quality),

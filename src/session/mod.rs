@@ -33,6 +33,7 @@ pub mod outfile;
 mod outputs;
 pub mod redact;
 pub mod runlog;
+mod trace;
 
 pub use outputs::{OWN_FILES, Written, write_outputs};
 
@@ -143,10 +144,13 @@ fn measure_all(
     {
         return Ok(Some(s));
     }
-    if plan.mode == Mode::Bench {
-        return Ok(None);
+    if plan.mode != Mode::Bench
+        && let Some(s) = profiled_run(plan, opts, log, rec)?
+    {
+        return Ok(Some(s));
     }
-    profiled_run(plan, opts, log, rec)
+    trace::trace_phase(plan, opts, log, rec)?;
+    Ok(None)
 }
 
 /// The warm-ups and counted runs; a setback when the target failed or the user

@@ -1,0 +1,125 @@
+//! `profmap bench|run --trace`: Python functions wrapped at run time by the shim, with
+//! no file touched: calls per run, the median call, tracemalloc deltas, and the HTTP
+//! requests (a real local http.server) and DB-API queries (sqlite3) made in the calls.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use common::{profmap, valid_map};
+
+const WORK: &str = "import sqlite3, urllib.request
+class Store:
+    def query(self, db, n):
+        for i in range(n):
+            db.execute('select ?', (i,)).fetchall()
+        return n
+    def alloc(self):
+        return [0] * 100000
+def fetch(url):
+    with urllib.request.urlopen(url) as r:
+        return r.read()
+";
+
+const APP: &str = "import sys, threading, http.server, sqlite3
+import work
+def serve():
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200); self.end_headers(); self.wfile.write(b'ok')
+        def log_message(self, *a): pass
+    s = http.server.HTTPServer(('127.0.0.1', 0), H)
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+    return s
+def main():
+    s = serve()
+    db = sqlite3.connect(':memory:')
+    st = work.Store()
+    for _ in range(4):
+        st.query(db, 3)
+    keep = st.alloc()
+    work.fetch('http://127.0.0.1:%d/' % s.server_port)
+    print('done', len(keep))
+if __name__ == '__main__':
+    main()
+";
+
+#[test]
+fn traced_functions_get_calls_memory_http_and_db_per_run() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("work.py"), WORK).unwrap();
+    std::fs::write(d.path().join("app.py"), APP).unwrap();
+    profmap()
+        .current_dir(d.path())
+        .args(["bench", "--runs", "3", "--warmup", "1", "-q"])
+        .args([
+            "--trace",
+            "work:Store.query",
+            "--trace",
+            "work.py:Store.alloc",
+        ])
+        .args([
+            "--trace",
+            "work:fetch",
+            "--trace",
+            "app.py:main",
+            "--trace",
+            "work:nope",
+        ])
+        .args(["--", "python3", "app.py"])
+        .assert()
+        .success();
+    let out = d.path().join("profile_output");
+    let map = valid_map(&out);
+    let pr = &map["profile_result"];
+    let traced = pr["traced_functions"].as_array().expect("traced_functions");
+    let get = |f: &str| {
+        traced
+            .iter()
+            .find(|t| t["function"] == f)
+            .unwrap_or_else(|| panic!("{f} traced: {traced:?}"))
+    };
+    let q = get("Store.query");
+    assert_eq!(q["module"], "work");
+    assert_eq!(q["runs"], 3);
+    assert_eq!(q["calls_per_run"], 4.0);
+    assert_eq!(q["db_queries_per_run"], 12.0);
+    assert_eq!(q["http_requests_per_run"], 0.0);
+    assert!(q["wall_ms_median"].as_f64().unwrap() > 0.0);
+    let a = get("Store.alloc");
+    assert!(
+        a["mem_delta_bytes_median"].as_f64().unwrap() >= 800_000.0,
+        "{a}"
+    );
+    let f = get("fetch");
+    assert_eq!(f["http_requests_per_run"], 1.0);
+    let m = get("main");
+    assert_eq!(m["module"], "__main__");
+    assert_eq!(m["calls_per_run"], 1.0);
+    assert_eq!(m["db_queries_per_run"], 12.0);
+    assert_eq!(m["http_requests_per_run"], 1.0);
+    let warnings = pr["warnings"].to_string();
+    assert!(warnings.contains("no function 'nope'"), "{warnings}");
+
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("### Traced functions"));
+    assert!(md.contains("| Store.query | work | 4.0 |"), "{md}");
+    // No file was touched; the run printed what it prints untraced.
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("work.py")).unwrap(),
+        WORK
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("app.py")).unwrap(),
+        APP
+    );
+    let runlog = std::fs::read_to_string(out.join("run.log")).unwrap();
+    assert!(runlog.contains("done 100000"));
+}
+
+#[test]
+fn a_bad_trace_target_is_a_usage_error() {
+    profmap()
+        .args(["bench", "--trace", "app.py", "--", "true"])
+        .assert()
+        .code(2);
+}
