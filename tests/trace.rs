@@ -117,6 +117,35 @@ fn traced_functions_get_calls_memory_http_and_db_per_run() {
 }
 
 #[test]
+fn a_module_run_with_dash_m_is_traced_too() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("work.py"), WORK).unwrap();
+    std::fs::write(d.path().join("app.py"), APP).unwrap();
+    profmap()
+        .current_dir(d.path())
+        .args(["bench", "--runs", "1", "--warmup", "0", "-q"])
+        .args(["--trace", "app:main", "--trace", "work:Store.query"])
+        .args(["--", "python3", "-m", "app"])
+        .assert()
+        .success();
+    let map = valid_map(&d.path().join("profile_output"));
+    let traced = map["profile_result"]["traced_functions"]
+        .as_array()
+        .unwrap();
+    let main = traced
+        .iter()
+        .find(|t| t["function"] == "main")
+        .expect("main");
+    assert_eq!(main["module"], "__main__");
+    assert_eq!(main["calls_per_run"], 1.0);
+    let q = traced
+        .iter()
+        .find(|t| t["function"] == "Store.query")
+        .expect("query");
+    assert_eq!(q["calls_per_run"], 4.0);
+}
+
+#[test]
 fn a_bad_trace_target_is_a_usage_error() {
     profmap()
         .args(["bench", "--trace", "app.py", "--", "true"])

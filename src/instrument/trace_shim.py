@@ -36,46 +36,43 @@ def _profmap_install():
         with lock, open(log_path, "a") as f:
             f.write(line)
 
-    def make_wrap(module):
-        def wrap_for(qual):
-            import functools
-            import inspect
+    def wrap_for(qual):
+        import functools
+        import inspect
 
-            calls = [0]
+        calls = [0]
+        def before():
+            return (time.perf_counter(), time.thread_time(),
+                    tracemalloc.get_traced_memory()[0], counters["http"], counters["db"])
 
-            def before():
-                return (time.perf_counter(), time.thread_time(),
-                        tracemalloc.get_traced_memory()[0], counters["http"], counters["db"])
+        def after(b, module):
+            wall, cpu = time.perf_counter() - b[0], time.thread_time() - b[1]
+            calls[0] += 1
+            emit({"function": qual, "module": module, "call": calls[0], "wall_s": wall,
+                  "cpu_s": cpu, "mem_delta_bytes": tracemalloc.get_traced_memory()[0] - b[2],
+                  "http_requests": counters["http"] - b[3], "db_queries": counters["db"] - b[4],
+                  "pid": os.getpid()})
 
-            def after(b):
-                wall, cpu = time.perf_counter() - b[0], time.thread_time() - b[1]
-                calls[0] += 1
-                emit({"function": qual, "module": module, "call": calls[0], "wall_s": wall,
-                      "cpu_s": cpu, "mem_delta_bytes": tracemalloc.get_traced_memory()[0] - b[2],
-                      "http_requests": counters["http"] - b[3], "db_queries": counters["db"] - b[4],
-                      "pid": os.getpid()})
-
-            def deco(fn):
-                if inspect.iscoroutinefunction(fn):
-                    @functools.wraps(fn)
-                    async def timed(*args, **kwargs):
-                        b = before()
-                        try:
-                            return await fn(*args, **kwargs)
-                        finally:
-                            after(b)
-                    return timed
-
+        def deco(fn):
+            if inspect.iscoroutinefunction(fn):
                 @functools.wraps(fn)
-                def timed(*args, **kwargs):
+                async def timed(*args, **kwargs):
                     b = before()
                     try:
-                        return fn(*args, **kwargs)
+                        return await fn(*args, **kwargs)
                     finally:
-                        after(b)
+                        after(b, fn.__module__)
                 return timed
-            return deco
-        return wrap_for
+
+            @functools.wraps(fn)
+            def timed(*args, **kwargs):
+                b = before()
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    after(b, fn.__module__)
+            return timed
+        return deco
 
     def decorate(tree, quals, where):
         found = set()
@@ -117,10 +114,6 @@ def _profmap_install():
             src = self.get_data(self.path)
             tree = decorate(ast.parse(src, self.path), quals_for(fullname, self.path), self.path)
             return compile(tree, self.path, "exec", dont_inherit=True)
-
-        def exec_module(self, module):
-            module.__dict__["_profmap_trace_wrap"] = make_wrap(module.__name__)
-            super().exec_module(module)
 
     class Finder:
         @classmethod
@@ -176,15 +169,19 @@ def _profmap_install():
             hook()
         except Exception as e:  # a missing module only costs its counter
             sys.stderr.write("profmap --trace: %s not counted: %s\n" % (hook.__name__, e))
+    # The decorator is found through builtins, so code compiled here runs wherever it
+    # is executed (an import, runpy for `-m`, the script).
+    import builtins
+    builtins._profmap_trace_wrap = wrap_for
     tracemalloc.start()
     sys.meta_path.insert(0, Finder)
-    return by_file, decorate, make_wrap
+    return by_file, decorate
 
 
 def _profmap_run_main(found):
     """Run the script ourselves when it holds a traced function (the interpreter would
     run it without our decorators), then exit as it would have."""
-    by_file, decorate, make_wrap = found
+    by_file, decorate = found
     argv0 = sys.argv[0] if sys.argv else ""
     if not argv0.endswith((".py", ".pyw")) or os.path.realpath(argv0) not in by_file:
         return
@@ -196,8 +193,7 @@ def _profmap_run_main(found):
     code = compile(tree, argv0, "exec", dont_inherit=True)
     if not getattr(sys.flags, "safe_path", False):
         sys.path.insert(0, os.path.dirname(os.path.abspath(argv0)))
-    __main__.__dict__.update(__file__=argv0, __cached__=None,
-                             _profmap_trace_wrap=make_wrap("__main__"))
+    __main__.__dict__.update(__file__=argv0, __cached__=None)
     rc = 0
     try:
         exec(code, __main__.__dict__)
