@@ -22,8 +22,12 @@ pub enum Plan {
 /// One `instrument` subcommand, run in the working folder (the project).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InstrumentPlan {
-    /// Wrap each `FILE:QUALNAME`.
-    Add(Vec<String>),
+    /// Wrap each `FILE:QUALNAME`; with a check command, run it before and after and
+    /// revert when instrumentation makes it fail.
+    Add {
+        targets: Vec<String>,
+        check: Vec<std::ffi::OsString>,
+    },
     /// Show what is in place.
     List,
     /// Restore every file; `force` discards edits made since (after saving them).

@@ -400,3 +400,55 @@ fn the_map_and_report_list_what_is_in_place() {
     );
     assert!(md.contains("No file was instrumented"));
 }
+
+#[test]
+fn a_check_that_instrumentation_breaks_reverts_the_edits() {
+    let d = tempfile::tempdir().unwrap();
+    let src = b"def add(a, b):\n    return a + b\n";
+    std::fs::write(d.path().join("app.py"), src).unwrap();
+    let check = |code: &str| -> Vec<String> {
+        ["--", "python3", "-c", code]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    };
+    // A check that fails before: refused, nothing changed.
+    let mut args = vec!["add".to_string(), "app.py:add".into()];
+    args.extend(check("import app; assert app.add(1, 2) == 4"));
+    let a = profmap()
+        .current_dir(d.path())
+        .arg("instrument")
+        .args(&args)
+        .assert()
+        .code(2);
+    assert!(String::from_utf8_lossy(&a.get_output().stderr).contains("fails before"));
+    assert_eq!(read(d.path().join("app.py")), src);
+
+    // Introspection the wrapper changes: passes before, fails after, reverted (exit 1).
+    let mut args = vec!["add".to_string(), "app.py:add".into()];
+    args.extend(check(
+        "import app; assert app.add.__code__.co_argcount == 2",
+    ));
+    let a = profmap()
+        .current_dir(d.path())
+        .arg("instrument")
+        .args(&args)
+        .assert()
+        .code(1);
+    let err = String::from_utf8_lossy(&a.get_output().stderr).into_owned();
+    assert!(err.contains("reverted") && err.contains("app.py"), "{err}");
+    assert_eq!(read(d.path().join("app.py")), src, "restored byte for byte");
+    let m = read_json(&d.path().join(".profmap/instrument/manifest.json"));
+    assert_eq!(m["files"], serde_json::json!([]));
+
+    // A check that still passes keeps the edits.
+    let mut args = vec!["add".to_string(), "app.py:add".into()];
+    args.extend(check("import app; assert app.add(1, 2) == 3"));
+    profmap()
+        .current_dir(d.path())
+        .arg("instrument")
+        .args(&args)
+        .assert()
+        .success();
+    assert_ne!(read(d.path().join("app.py")), src);
+}

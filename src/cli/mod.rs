@@ -54,6 +54,10 @@ enum InstrumentCmd {
         /// e.g. app.py:main or difflib.py:SequenceMatcher.find_longest_match
         #[arg(required = true, value_name = "FILE:QUALNAME")]
         targets: Vec<String>,
+        /// A command after `--` (e.g. your tests) run before and after: when it passed
+        /// before and fails instrumented, the edits are reverted (exit 1).
+        #[arg(last = true, value_name = "CHECK", value_parser = clap::value_parser!(OsString))]
+        check: Vec<OsString>,
     },
     /// Show what is instrumented (from .profmap/instrument/manifest.json).
     List,
@@ -236,7 +240,7 @@ pub fn parse(args: Vec<OsString>) -> Parsed {
         }),
         Cmd::Doctor => Plan::Doctor,
         Cmd::Instrument(i) => Plan::Instrument(match i {
-            InstrumentCmd::Add { targets } => InstrumentPlan::Add(targets),
+            InstrumentCmd::Add { targets, check } => InstrumentPlan::Add { targets, check },
             InstrumentCmd::List => InstrumentPlan::List,
             InstrumentCmd::Clean { force } => InstrumentPlan::Clean { force },
         }),

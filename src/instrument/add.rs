@@ -2,16 +2,19 @@
 //! names, instrument the original, compile-check, check writability), then write the
 //! original copies, the manifest, and the files. Adding what is in place changes nothing.
 
+use std::ffi::OsString;
 use std::fs::Metadata;
 use std::path::{Path, PathBuf};
 
 use super::manifest::{self, FileEntry, Insertion, Manifest};
-use super::{files, names, python};
+use super::{check, files, names, python};
 use crate::error::Error;
 
 /// One file's planned change.
 struct Planned {
     entry: FileEntry,
+    /// The file as it was before this `add` (original, or instrumented for others).
+    current: Vec<u8>,
     original: Vec<u8>,
     instrumented: Vec<u8>,
     meta: Metadata,
@@ -19,7 +22,7 @@ struct Planned {
 }
 
 /// Run `add`; returns the exit code.
-pub fn add(specs: &[String]) -> Result<i32, Error> {
+pub fn add(specs: &[String], check_cmd: &[OsString]) -> Result<i32, Error> {
     let mut by_file: Vec<(PathBuf, Vec<String>)> = Vec::new();
     for s in specs {
         let (file, qual) = names::parse_spec(s)?;
@@ -43,6 +46,17 @@ pub fn add(specs: &[String]) -> Result<i32, Error> {
     if planned.is_empty() {
         return Ok(0);
     }
+    if !check_cmd.is_empty() {
+        let (ok, how) = check::run(check_cmd)?;
+        if !ok {
+            return Err(Error::Usage(format!(
+                "the check `{}` fails before instrumenting ({how}); nothing was changed — \
+                 fix it first, or leave the check out",
+                check::shown(check_cmd)
+            )));
+        }
+    }
+    let before = m.clone();
     for p in &planned {
         manifest::keep_original(&p.original, &p.entry.original_sha256)?;
         m.files.retain(|f| f.file != p.entry.file);
@@ -63,6 +77,13 @@ pub fn add(specs: &[String]) -> Result<i32, Error> {
                 p.entry.file
             );
         }
+    }
+    if !check_cmd.is_empty() {
+        let (ok, how) = check::run(check_cmd)?;
+        if !ok {
+            return revert(&planned, &before, check_cmd, &how);
+        }
+        println!("The check `{}` still passes.", check::shown(check_cmd));
     }
     println!(
         "Manifest: {}/{}; undo everything with `profmap instrument clean`. Calls are logged \
@@ -126,6 +147,7 @@ fn plan_file(m: &Manifest, file: &Path, quals: &[String]) -> Result<Option<Plann
     };
     Ok(Some(Planned {
         entry,
+        current,
         original,
         instrumented,
         meta,
@@ -157,4 +179,30 @@ fn original_of(e: &FileEntry, current: &[u8]) -> Result<Vec<u8>, Error> {
             ))
         })?;
     Ok(kept)
+}
+
+/// The check passed before and fails instrumented: put back every file this `add`
+/// changed (as it was before it) and the manifest, and say so (exit 1).
+fn revert(
+    planned: &[Planned],
+    before: &Manifest,
+    check_cmd: &[OsString],
+    how: &str,
+) -> Result<i32, Error> {
+    for p in planned {
+        files::write(Path::new(&p.entry.file), &p.current, Some(&p.meta))?;
+    }
+    manifest::write(before)?;
+    for p in planned {
+        if !before.files.iter().any(|f| f.file == p.entry.file) {
+            files::remove(Path::new(&p.entry.original_copy));
+        }
+    }
+    let names: Vec<&str> = planned.iter().map(|p| p.entry.file.as_str()).collect();
+    Err(Error::TargetFailed(format!(
+        "the check `{}` passed before and fails instrumented ({how}): the edits were \
+         reverted ({} restored byte for byte, manifest as before)",
+        check::shown(check_cmd),
+        names.join(", ")
+    )))
 }

@@ -12,6 +12,7 @@
 //! It works in the working folder (the project), never following links there.
 
 mod add;
+mod check;
 mod clean;
 mod files;
 pub mod manifest;
@@ -32,7 +33,7 @@ pub use clean::clean;
 /// Run one `instrument` subcommand in the working folder; returns the exit code.
 pub fn run(plan: &InstrumentPlan) -> Result<i32, Error> {
     match plan {
-        InstrumentPlan::Add(specs) => add(specs),
+        InstrumentPlan::Add { targets, check } => add(targets, check),
         InstrumentPlan::List => list(),
         InstrumentPlan::Clean { force } => clean(*force),
     }
