@@ -57,6 +57,7 @@ pub fn add(specs: &[String], check_cmd: &[OsString]) -> Result<i32, Error> {
         }
     }
     let before = m.clone();
+    let _lock = manifest::lock_unchanged(&before)?;
     for p in &planned {
         manifest::keep_original(&p.original, &p.entry.original_sha256)?;
         m.files.retain(|f| f.file != p.entry.file);

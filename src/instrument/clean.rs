@@ -32,6 +32,7 @@ pub fn clean(force: bool) -> Result<i32, Error> {
         );
         return Ok(0);
     }
+    let _lock = manifest::lock_unchanged(&m)?;
     let mut checked = Vec::new();
     for e in &m.files {
         let original = kept_original(e)?;

@@ -119,6 +119,25 @@ pub fn write(m: &Manifest) -> Result<(), Error> {
     files::write(&Path::new(DIR).join(NAME), &bytes, None)
 }
 
+/// Hold the manifest's lock (`.profmap/instrument/.profmap.lock`, flock) and check that
+/// the manifest is still `seen`: another `profmap instrument` may have changed it since
+/// it was read.
+pub fn lock_unchanged(seen: &Manifest) -> Result<crate::session::lock::OutLock, Error> {
+    files::ensure_dir(Path::new(DIR))?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let lock = crate::session::lock::lock(Path::new(DIR), "instrument", now)?;
+    if &read()? != seen {
+        return Err(Error::Usage(
+            "another `profmap instrument` changed the manifest meanwhile; nothing was \
+             changed — run the command again"
+                .into(),
+        ));
+    }
+    Ok(lock)
+}
+
 /// Keep the original bytes (content-addressed); returns their project-relative path.
 pub fn keep_original(bytes: &[u8], sha: &str) -> Result<String, Error> {
     let dir = Path::new(DIR).join("originals");
