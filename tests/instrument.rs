@@ -188,7 +188,11 @@ fn adding_twice_changes_nothing() {
         manifest
     );
     // A second function is added to the same file from the original, once.
-    instrument(d.path(), &["add", "difflib.py:Differ.compare", spec]).success();
+    instrument(
+        d.path(),
+        &["add", "difflib.py:SequenceMatcher.get_opcodes", spec],
+    )
+    .success();
     let twice = read(d.path().join("difflib.py"));
     assert_eq!(
         String::from_utf8_lossy(&twice)
@@ -228,7 +232,7 @@ fn clean_refuses_after_an_edit_and_force_keeps_the_edit_beside() {
         manifest
     );
     // Adding more is refused too, touching nothing.
-    instrument(d.path(), &["add", "difflib.py:Differ.compare"]).code(2);
+    instrument(d.path(), &["add", "difflib.py:SequenceMatcher.get_opcodes"]).code(2);
     assert_eq!(read(f.clone()), edited);
 
     let forced = instrument(d.path(), &["clean", "--force"]).success();
@@ -280,6 +284,22 @@ fn invalid_python_exits_2_and_is_untouched() {
     );
     assert_eq!(read(d.path().join("app.py")), src);
     assert!(!d.path().join(".profmap").exists());
+}
+
+#[test]
+fn a_generator_is_refused_with_the_reason() {
+    let d = tempfile::tempdir().unwrap();
+    let src = b"def items(n):\n    def helper():\n        return 1\n    for i in range(n):\n        yield i\n\ndef plain():\n    return [x for x in items(3)]\n";
+    std::fs::write(d.path().join("gen.py"), src).unwrap();
+    let a = instrument(d.path(), &["add", "gen.py:items"]).code(2);
+    let err = String::from_utf8_lossy(&a.get_output().stderr).into_owned();
+    assert!(
+        err.contains("'items'") && err.contains("generator"),
+        "{err}"
+    );
+    assert_eq!(read(d.path().join("gen.py")), src);
+    // A function that only consumes one, or is nested in one, is fine.
+    instrument(d.path(), &["add", "gen.py:plain", "gen.py:items.helper"]).success();
 }
 
 #[test]

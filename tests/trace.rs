@@ -15,6 +15,8 @@ class Store:
         return n
     def alloc(self):
         return [0] * 100000
+def gen():
+    yield 1
 def fetch(url):
     with urllib.request.urlopen(url) as r:
         return r.read()
@@ -64,6 +66,8 @@ fn traced_functions_get_calls_memory_http_and_db_per_run() {
             "app.py:main",
             "--trace",
             "work:nope",
+            "--trace",
+            "work:gen",
         ])
         .args(["--", "python3", "app.py"])
         .assert()
@@ -99,6 +103,10 @@ fn traced_functions_get_calls_memory_http_and_db_per_run() {
     assert_eq!(m["http_requests_per_run"], 1.0);
     let warnings = pr["warnings"].to_string();
     assert!(warnings.contains("no function 'nope'"), "{warnings}");
+    assert!(
+        warnings.contains("gen in") && warnings.contains("is a generator"),
+        "{warnings}"
+    );
 
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("### Traced functions"));

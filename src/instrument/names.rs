@@ -89,6 +89,14 @@ pub fn resolve(file: &Path, want: &str, located: &Located) -> Result<String, Err
         .filter(|f| f.qualname == want || plain(&f.qualname) == plain(want))
         .collect();
     match hits.as_slice() {
+        [one] if one.generator => {
+            return Err(Error::Usage(format!(
+                "'{want}' in {} is a generator: a wrapper would time only the call that \
+                 creates it, not its iteration; instrument the function that consumes it \
+                 instead; nothing was changed",
+                file.display()
+            )));
+        }
         [one] => return Ok(one.qualname.clone()),
         [] => {}
         many => {

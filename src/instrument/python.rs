@@ -36,11 +36,20 @@ except (SyntaxError, ValueError) as e:
     print(json.dumps({"error": where + str(getattr(e, "msg", e))}))
     sys.exit(0)
 funcs, classes = [], []
+def is_generator(fn):
+    todo = list(fn.body)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.Yield, ast.YieldFrom)):
+            return True
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(n))
+    return False
 def walk(body, prefix):
     for n in body:
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
             q = prefix + n.name
-            funcs.append({"qualname": q, "line": n.lineno, "col": n.col_offset, "end_line": n.end_lineno})
+            funcs.append({"qualname": q, "line": n.lineno, "col": n.col_offset, "end_line": n.end_lineno, "generator": is_generator(n)})
             walk(n.body, q + ".<locals>.")
         elif isinstance(n, ast.ClassDef):
             classes.append(prefix + n.name)
@@ -74,6 +83,9 @@ pub struct Function {
     /// Byte column of `def` on that line (its indentation).
     pub col: usize,
     pub end_line: Option<usize>,
+    /// A generator (sync or async): calling it only creates the generator.
+    #[serde(default)]
+    pub generator: bool,
 }
 
 /// What `LOCATE` found.
@@ -354,6 +366,7 @@ mod tests {
                 line: 3,
                 col: 1,
                 end_line: Some(4),
+                generator: false,
             }],
             classes: vec!["A".into()],
             helper_line: Some(1),

@@ -74,6 +74,16 @@ def _profmap_install():
             return timed
         return deco
 
+    def is_generator(fn):
+        todo = list(fn.body)
+        while todo:
+            n = todo.pop()
+            if isinstance(n, (ast.Yield, ast.YieldFrom)):
+                return True
+            if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                todo.extend(ast.iter_child_nodes(n))
+        return False
+
     def decorate(tree, quals, where):
         found = set()
 
@@ -83,10 +93,16 @@ def _profmap_install():
                     q = prefix + n.name
                     if q in quals or q.replace("<locals>.", "") in quals:
                         want = q if q in quals else q.replace("<locals>.", "")
+                        found.add(want)
+                        if is_generator(n):
+                            emit({"error": "%s in %s is a generator: not traced (a wrapper "
+                                  "would time only its creation)" % (want, where),
+                                  "function": want})
+                            walk(n.body, q + ".<locals>.")
+                            continue
                         call = ast.Call(ast.Name("_profmap_trace_wrap", ast.Load()),
                                         [ast.Constant(want)], [])
                         n.decorator_list.append(ast.copy_location(call, n))
-                        found.add(want)
                     walk(n.body, q + ".<locals>.")
                 elif isinstance(n, ast.ClassDef):
                     walk(n.body, prefix + n.name + ".")
