@@ -449,8 +449,10 @@ fn a_check_that_instrumentation_breaks_reverts_the_edits() {
     args.extend(check(
         "import app; assert app.add.__code__.co_argcount == 2",
     ));
+    // The wrapper is only put in place when calls are logged.
     let a = profmap()
         .current_dir(d.path())
+        .env("PROFMAP_INSTRUMENT_LOG", d.path().join("calls.jsonl"))
         .arg("instrument")
         .args(&args)
         .assert()

@@ -222,23 +222,29 @@ fn helper_lines(unit: &str) -> Vec<String> {
     const BODY: &[(usize, &str)] = &[
         (0, "def _profmap_profile(qualname):"),
         (1, "import functools, inspect, json, os, time"),
+        (1, "path = os.environ.get(\"PROFMAP_INSTRUMENT_LOG\")"),
         (1, "calls = [0]"),
+        (1, "out = [None, None]"),
         (1, "def log(t0, c0):"),
         (
             2,
             "wall, cpu = time.perf_counter() - t0, time.thread_time() - c0",
         ),
         (2, "calls[0] += 1"),
-        (2, "path = os.environ.get(\"PROFMAP_INSTRUMENT_LOG\")"),
-        (2, "if path:"),
+        (2, "if out[1] != os.getpid():"),
         (
             3,
-            "rec = {\"function\": qualname, \"file\": globals().get(\"__file__\"), \
-             \"call\": calls[0], \"wall_s\": wall, \"cpu_s\": cpu, \"pid\": os.getpid()}",
+            "out[:] = [os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), os.getpid()]",
         ),
-        (3, "with open(path, \"a\") as f:"),
-        (4, "f.write(json.dumps(rec) + \"\\n\")"),
+        (
+            2,
+            "rec = {\"function\": qualname, \"file\": globals().get(\"__file__\"), \
+             \"call\": calls[0], \"wall_s\": wall, \"cpu_s\": cpu, \"pid\": out[1]}",
+        ),
+        (2, "os.write(out[0], (json.dumps(rec) + \"\\n\").encode())"),
         (1, "def wrap(fn):"),
+        (2, "if not path:"),
+        (3, "return fn"),
         (2, "if inspect.iscoroutinefunction(fn):"),
         (3, "@functools.wraps(fn)"),
         (3, "async def timed(*args, **kwargs):"),
