@@ -284,6 +284,11 @@ pub fn instrument(
     located: &Located,
     wanted: &[String],
 ) -> Result<(Vec<u8>, Vec<Inserted>), Error> {
+    // A UTF-8 BOM stays first; Python's columns do not count it.
+    let (bom, src) = match src.strip_prefix(b"\xEF\xBB\xBF") {
+        Some(rest) => (&b"\xEF\xBB\xBF"[..], rest),
+        None => (&b""[..], src),
+    };
     let lines = split_lines(src);
     let helper_at = located.helper_line.ok_or_else(|| {
         Error::Usage(
@@ -315,6 +320,7 @@ pub fn instrument(
     }
     plan.sort_by_key(|p| (p.0, p.1));
     let mut out = Vec::with_capacity(src.len() + 4096);
+    out.extend_from_slice(bom);
     let mut inserted = Vec::new();
     let (mut next, mut out_line) = (0usize, 1usize);
     for (at, _, qualname, text) in plan {
@@ -323,7 +329,10 @@ pub fn instrument(
             next += 1;
             out_line += 1;
         }
-        if next == lines.len() && !out.is_empty() && !out.ends_with(b"\n") && !out.ends_with(b"\r")
+        if next == lines.len()
+            && out.len() > bom.len()
+            && !out.ends_with(b"\n")
+            && !out.ends_with(b"\r")
         {
             out.extend_from_slice(eol_of(None, &lines));
         }
@@ -353,6 +362,25 @@ fn json_str(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bom_stays_first() {
+        let src = b"\xEF\xBB\xBFdef f():\n    return 1\n";
+        let located = Located {
+            functions: vec![Function {
+                qualname: "f".into(),
+                line: 1,
+                col: 0,
+                end_line: Some(2),
+                generator: false,
+            }],
+            classes: vec![],
+            helper_line: Some(1),
+        };
+        let (out, _) = instrument(src, &located, &["f".into()]).expect("instrument");
+        assert!(out.starts_with(b"\xEF\xBB\xBFdef _profmap_profile(qualname):"));
+        assert!(out.ends_with(b"@_profmap_profile(\"f\")  # [PROFILE]\ndef f():\n    return 1\n"));
+    }
 
     #[test]
     fn lines_split_like_python() {
