@@ -160,3 +160,28 @@ fn a_bad_trace_target_is_a_usage_error() {
         .assert()
         .code(2);
 }
+
+#[test]
+fn calls_in_pool_workers_are_counted_under_fork_and_spawn() {
+    let d = tempfile::tempdir().unwrap();
+    let work = "def sq(x):\n    return sum(i * x for i in range(2000))\n";
+    let app = "import multiprocessing as mp, sys, mpw\nif __name__ == '__main__':\n    \
+               mp.set_start_method(sys.argv[1])\n    with mp.Pool(2) as p:\n        \
+               print(len(p.map(mpw.sq, range(10))))\n";
+    std::fs::write(d.path().join("mpw.py"), work).unwrap();
+    std::fs::write(d.path().join("mpapp.py"), app).unwrap();
+    for method in ["fork", "spawn"] {
+        profmap()
+            .current_dir(d.path())
+            .args(["bench", "--runs", "1", "--warmup", "0", "-q"])
+            .args(["--trace", "mpw:sq", "--", "python3", "mpapp.py", method])
+            .assert()
+            .success();
+        let map = valid_map(&d.path().join("profile_output"));
+        let traced = map["profile_result"]["traced_functions"]
+            .as_array()
+            .unwrap();
+        assert_eq!(traced.len(), 1, "{method}: {traced:?}");
+        assert_eq!(traced[0]["calls_per_run"], 10.0, "{method}");
+    }
+}
