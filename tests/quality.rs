@@ -142,8 +142,10 @@ fn sampling_at_20_khz_with_full_stack_copies_is_flagged_as_overhead() {
         .success();
     let map = valid_map(d.path());
     let mq = &map["profile_result"]["measurement_quality"];
-    // On a 2-core VM this costs 150-250%; 10% is the threshold.
-    assert!(mq["overhead_pct"].as_f64().unwrap_or(0.0) > 30.0, "{mq}");
+    // On a quiet 2-core VM this costs 150-250%; 10% is the threshold. Under other load
+    // the baseline runs slow down too (27% was seen with two compilers running), so
+    // only the threshold is asserted.
+    assert!(mq["overhead_pct"].as_f64().unwrap_or(0.0) > 10.0, "{mq}");
     let w = warning_with(&map, "longer than the baseline median");
     assert!(w.contains("lower --frequency or --stack-bytes"), "{w}");
     let lost = mq["lost_samples"].as_u64().expect("lost_samples");

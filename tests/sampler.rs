@@ -596,7 +596,9 @@ fn pipe_ping_pong_waits_are_woken_by_the_other_process() {
             "pid {pid}: {} pipe waits, {by_other} woken by pid {other}",
             mine.len()
         );
-        assert!(mine.len() >= 200, "too few pipe waits: {}", mine.len());
+        // 1000 exchanges; how many block in pipe_read depends on whether the peer
+        // answers before the reader sleeps (quiet: 400+; under other load 143 was seen).
+        assert!(mine.len() >= 100, "too few pipe waits: {}", mine.len());
         assert!(
             by_other * 100 >= mine.len() * 80,
             "{by_other}/{}",

@@ -312,12 +312,19 @@ fn measured_off_cpu(s: &SampledProfile) -> bool {
     let (mut off, mut all) = (0u64, 0u64);
     for x in &s.samples {
         all = all.saturating_add(x.weight_ns);
-        if matches!(x.kind, crate::profile::SampleKind::OffCpu { .. }) {
+        // A preempted interval is CPU contention, which the samples decide.
+        let blocked = matches!(x.kind, crate::profile::SampleKind::OffCpu { state }
+            if state != crate::profile::WaitState::Preempted);
+        if blocked {
             off = off.saturating_add(x.weight_ns);
         }
     }
-    all > 0 && off as f64 * 100.0 / all as f64 >= MEASURED_OFF_CPU_PCT
+    off >= MEASURED_OFF_CPU_MIN_NS && off as f64 * 100.0 / all as f64 >= MEASURED_OFF_CPU_PCT
 }
+
+/// Blocked time those intervals must hold for a verdict, ns: a program that ends in a
+/// few milliseconds has nothing to say.
+pub const MEASURED_OFF_CPU_MIN_NS: u64 = 100_000_000;
 
 /// Lost records, truncated stacks, unwind failures, unnamed addresses, too few samples.
 fn sample_warnings(s: &SampledProfile) -> Vec<QualityWarning> {

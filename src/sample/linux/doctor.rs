@@ -1,6 +1,12 @@
 //! `probe_capabilities`: what this machine allows, for `profmap doctor` and for choosing
 //! a sampling method. Every check opens or reads the real thing (an event on ourselves,
 //! a file, a library) rather than inferring from versions; failures carry the fix.
+//! The checks of what names a wait's resource (issue 8) are in `evidence_sources`
+//! (tracepoints, syscall arguments, /proc/net) and `peers` (sock_diag, other users'
+//! descriptors, BPF); each failing one also says what the profile loses without it.
+
+mod evidence_sources;
+mod peers;
 
 use perf_event_open_sys::bindings as b;
 
@@ -164,7 +170,7 @@ pub fn probe_capabilities() -> Capabilities {
     };
     checks.push(tp_check);
     checks.push(waking_check(kernel_ok));
-    checks.push(evidence_check(kernel_ok));
+    checks.extend(evidence_sources::checks(root, user_only));
 
     // kallsyms.
     let kptr = sys::read_int("/proc/sys/kernel/kptr_restrict");
@@ -310,42 +316,6 @@ fn waking_check(kernel_ok: bool) -> Check {
             fix,
         ),
     }
-}
-
-/// Whether the socket and page-cache tracepoints open as the sampler opens them
-/// (round trips, peers, protocols, page-cache reads per file).
-fn evidence_check(kernel_ok: bool) -> Check {
-    let fix = Some(
-        "run as root, or sudo sysctl kernel.perf_event_paranoid=1 (kernel >= 6.4 for sock_*_length)",
-    );
-    let mut missing = Vec::new();
-    for src in super::sidetp::sources() {
-        let why = match src {
-            Ok(s) => {
-                let mut a = super::sidetp::attr(&s);
-                a.set_enable_on_exec(0);
-                a.set_inherit(0);
-                try_open(a, false).err().map(|e| format!("{}: {e}", s.name))
-            }
-            Err(e) => Some(e),
-        };
-        missing.extend(why);
-    }
-    let ok = kernel_ok && missing.is_empty();
-    let detail = if ok {
-        "sock:sock_{send,recv}_length, sock:inet_sock_set_state and \
-         filemap:mm_filemap_get_pages open: round trips, peers, protocols and page-cache \
-         reads are recorded"
-            .to_string()
-    } else if missing.is_empty() {
-        "the socket and page-cache tracepoints are recorded only with kernel sampling".into()
-    } else {
-        format!(
-            "{}: round trips, peers, protocols or page-cache reads unknown",
-            missing.join("; ")
-        )
-    };
-    check("socket evidence", ok, detail, fix)
 }
 
 fn dlopen_ok(name: &str) -> bool {

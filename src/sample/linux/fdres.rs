@@ -7,9 +7,11 @@
 //! the look-up is speculative: any value below [`MAX_FD`] is tried as a descriptor,
 //! and a resource whose syscall does not take a descriptor first is dropped then.
 //! It must happen during the run: short-lived connections and processes are gone by
-//! its end. Records reach the drain thread 20–30 ms after the switch (the sort slack),
-//! so a descriptor closed within that time is missed, and one closed and reused is
-//! named after its new use.
+//! its end. The look-up is made as the record is drained from the ring (the processor's
+//! `prefetch`, one drain round — ~10 ms — after the switch), not when it is handled
+//! after the 20–30 ms sort slack; a descriptor closed before that is missed, one
+//! closed and reused is named after its new use, and one whose process has exited
+//! since keeps what it was last seen as.
 //!
 //! # How
 //!
@@ -85,6 +87,18 @@ impl Resolver {
         r
     }
 
+    /// The resource `arg0` names as a descriptor of `pid`, the link read again even if
+    /// it was this round (the descriptor may have been closed and reused since).
+    pub(crate) fn resolve_fresh(&mut self, pid: i32, arg0: u64) -> Option<u32> {
+        if arg0 >= MAX_FD {
+            return None;
+        }
+        if let Some(s) = self.cache.get_mut(&(pid, arg0 as i32)) {
+            s.round = 0;
+        }
+        self.resolve(pid, arg0)
+    }
+
     /// Whether resource `i` was resolved as a socket with its addresses.
     pub(crate) fn is_socket(&self, i: u32) -> bool {
         self.resources.get(i as usize).is_some_and(|r| {
@@ -141,8 +155,9 @@ impl Resolver {
             .ok()
             .map(|p| p.to_string_lossy().into_owned());
         if let Some(s) = self.cache.get_mut(&(pid, fd))
-            && s.link == link
+            && (s.link == link || link.is_none())
         {
+            // Unchanged, or unreadable now (the process exited): what it was.
             s.round = round;
             return s.resource;
         }

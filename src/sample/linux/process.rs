@@ -180,7 +180,42 @@ impl Processor {
     }
 
     /// Handle one record (records must come in time order).
-    pub(crate) fn handle(&mut self, rec: &OwnedRecord, role: EventRole, info: &RecordParseInfo) {
+    /// As a switch-out record is drained (before the records are sorted, 20–30 ms
+    /// before it is handled): its blocked call's first argument resolved as a
+    /// descriptor now, while the process still lives and before the descriptor can be
+    /// closed and reused. The link is read again (not taken from this round's cache):
+    /// a connection closed and another opened on the same descriptor within a round
+    /// are two resources. `handle` is given the result.
+    pub(crate) fn prefetch(
+        &mut self,
+        rec: &OwnedRecord,
+        role: EventRole,
+        info: &RecordParseInfo,
+    ) -> Option<u32> {
+        if !matches!(role, EventRole::SwitchOut { .. }) {
+            return None;
+        }
+        let raw = RawEventRecord::new(
+            RecordType(rec.record_type),
+            rec.misc,
+            RawData::Single(&rec.body),
+            *info,
+        );
+        let Ok(EventRecord::Sample(s)) = raw.parse() else {
+            return None;
+        };
+        let pid = s.pid?;
+        let di = s.user_regs.as_ref().and_then(|r| r.get(REG_DI))?;
+        self.fds.resolve_fresh(pid, di)
+    }
+
+    pub(crate) fn handle(
+        &mut self,
+        rec: &OwnedRecord,
+        role: EventRole,
+        info: &RecordParseInfo,
+        resolved: Option<u32>,
+    ) {
         let raw = RawEventRecord::new(
             RecordType(rec.record_type),
             rec.misc,
@@ -193,7 +228,7 @@ impl Processor {
             return;
         };
         match parsed {
-            EventRecord::Sample(s) => self.on_sample(&s, role),
+            EventRecord::Sample(s) => self.on_sample(&s, role, resolved),
             EventRecord::Comm(c) => {
                 let name = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
                 if c.is_execve {
@@ -446,7 +481,12 @@ impl Processor {
         RawFrame::Anon { pid, addr }
     }
 
-    fn on_sample(&mut self, s: &linux_perf_event_reader::SampleRecord, role: EventRole) {
+    fn on_sample(
+        &mut self,
+        s: &linux_perf_event_reader::SampleRecord,
+        role: EventRole,
+        resolved: Option<u32>,
+    ) {
         let (Some(pid), Some(tid), Some(time)) = (s.pid, s.tid, s.timestamp) else {
             self.parse_errors += 1;
             return;
@@ -472,7 +512,7 @@ impl Processor {
                 let wait = match s.user_regs.as_ref().and_then(|r| r.get(REG_DI)) {
                     Some(arg0) if sleeping => Some(RawWait {
                         arg0,
-                        resource: self.fds.resolve(pid, arg0),
+                        resource: resolved.or_else(|| self.fds.resolve(pid, arg0)),
                         pollfd0: first_pollfd(s, arg0).map(|fd| {
                             let r = u64::try_from(fd)
                                 .ok()

@@ -610,6 +610,8 @@ struct Pending {
     role: EventRole,
     info: RecordParseInfo,
     rec: OwnedRecord,
+    /// A switch-out's descriptor, resolved as the record was drained.
+    resolved: Option<u32>,
 }
 
 fn drain_loop(
@@ -641,7 +643,13 @@ fn drain_loop(
         sys::wait_readable(&opened.rings, POLL_MS);
         processor.new_round();
         let round = sys::monotonic_ns();
-        collect(&mut opened, &mut buf, &mut pending, &mut seq);
+        collect(
+            &mut opened,
+            &mut buf,
+            &mut pending,
+            &mut seq,
+            &mut processor,
+        );
         process_upto(
             &mut pending,
             &mut looks,
@@ -667,7 +675,13 @@ fn drain_loop(
     }
     let end = sys::monotonic_ns();
     processor.new_round();
-    collect(&mut opened, &mut buf, &mut pending, &mut seq);
+    collect(
+        &mut opened,
+        &mut buf,
+        &mut pending,
+        &mut seq,
+        &mut processor,
+    );
     process_upto(&mut pending, &mut looks, &mut processor, u64::MAX);
     let mut raw = processor.finish(t0, end, description, freq);
     raw.warnings.splice(0..0, warnings);
@@ -680,6 +694,7 @@ fn collect(
     buf: &mut Vec<OwnedRecord>,
     pending: &mut Vec<Pending>,
     seq: &mut u64,
+    processor: &mut Processor,
 ) {
     for ring in &mut opened.rings {
         buf.clear();
@@ -696,12 +711,14 @@ fn collect(
             )
             .timestamp()
             .unwrap_or(0);
+            let resolved = processor.prefetch(&rec, role, &info);
             pending.push(Pending {
                 time,
                 seq: *seq,
                 role,
                 info,
                 rec,
+                resolved,
             });
             *seq += 1;
         }
@@ -720,7 +737,7 @@ fn process_upto(
     let n = pending.partition_point(|p| p.time <= watermark);
     for p in pending.drain(..n) {
         deliver_looks(looks, processor, |t| t < p.time);
-        processor.handle(&p.rec, p.role, &p.info);
+        processor.handle(&p.rec, p.role, &p.info, p.resolved);
     }
     deliver_looks(looks, processor, |t| t <= watermark);
 }
