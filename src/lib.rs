@@ -14,6 +14,7 @@ pub mod analyse;
 pub mod cli;
 pub mod error;
 pub mod export;
+pub mod instrument;
 pub mod measure;
 pub mod plan;
 pub mod profile;
@@ -53,6 +54,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
             ui::to_stdout(&ui::doctor(&sample::probe_capabilities()));
             Ok(0)
         }
+        Plan::Instrument(i) => instrument::run(i),
     };
     let code = match result {
         Ok(code) => code,

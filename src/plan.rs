@@ -15,6 +15,23 @@ pub enum Plan {
     Report(ReportPlan),
     /// Print what this machine allows (`doctor`).
     Doctor,
+    /// Insert, list or remove timing wrappers in the project's sources (`instrument`).
+    Instrument(InstrumentPlan),
+}
+
+/// One `instrument` subcommand, run in the working folder (the project).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InstrumentPlan {
+    /// Wrap each `FILE:QUALNAME`; with a check command, run it before and after and
+    /// revert when instrumentation makes it fail.
+    Add {
+        targets: Vec<String>,
+        check: Vec<std::ffi::OsString>,
+    },
+    /// Show what is in place.
+    List,
+    /// Restore every file; `force` discards edits made since (after saving them).
+    Clean { force: bool },
 }
 
 /// Which phases a session runs.
@@ -32,6 +49,9 @@ pub struct SessionPlan {
     pub measure: MeasurePlan,
     pub sample: SamplePlan,
     pub output: OutputPlan,
+    /// `--trace FILE:QUALNAME|MODULE:QUALNAME`: Python functions wrapped at run time in
+    /// extra traced runs (warm-ups + counted runs); empty when not asked for.
+    pub trace: Vec<String>,
 }
 
 /// The command to launch, byte for byte as given (argv need not be UTF-8).

@@ -8,7 +8,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::plan::{
-    MeasurePlan, Mode, OutputPlan, Plan, ReportPlan, SamplePlan, SessionPlan, TargetSpec,
+    InstrumentPlan, MeasurePlan, Mode, OutputPlan, Plan, ReportPlan, SamplePlan, SessionPlan,
+    TargetSpec,
 };
 
 /// Two examples shown with every usage error.
@@ -40,6 +41,33 @@ enum Cmd {
     Report(ReportArgs),
     /// Print what this machine allows (perf events, tracepoints, symbols, ...), with fixes.
     Doctor,
+    /// Edit timing wrappers into Python sources, list them, remove them byte for byte.
+    #[command(subcommand)]
+    Instrument(InstrumentCmd),
+}
+
+#[derive(Debug, Subcommand)]
+enum InstrumentCmd {
+    /// Wrap functions with a timing wrapper (run in the project folder). Calls are
+    /// logged as JSON lines to $PROFMAP_INSTRUMENT_LOG when it is set.
+    Add {
+        /// e.g. app.py:main or difflib.py:SequenceMatcher.find_longest_match
+        #[arg(required = true, value_name = "FILE:QUALNAME")]
+        targets: Vec<String>,
+        /// A command after `--` (e.g. your tests) run before and after: when it passed
+        /// before and fails instrumented, the edits are reverted (exit 1).
+        #[arg(last = true, value_name = "CHECK", value_parser = clap::value_parser!(OsString))]
+        check: Vec<OsString>,
+    },
+    /// Show what is instrumented (from .profmap/instrument/manifest.json).
+    List,
+    /// Remove every insertion and restore each file byte for byte.
+    Clean {
+        /// Restore even files edited since; each edited file is saved as
+        /// FILE.profmap-edited first.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -85,6 +113,13 @@ struct SessionArgs {
     /// as long, so it is off unless asked for.
     #[arg(long)]
     file_reads: bool,
+    /// Wrap a Python function at run time, without editing any file (repeatable):
+    /// FILE:QUALNAME or MODULE:QUALNAME, e.g. app.py:main or json.decoder:JSONDecoder.decode.
+    /// Extra runs (warm-ups + counted) record per call wall and CPU time, the tracemalloc
+    /// delta, and HTTP requests and DB-API queries made inside the call; medians per
+    /// function go in the map and report.
+    #[arg(long, value_name = "TARGET:QUALNAME", value_parser = parse_trace)]
+    trace: Vec<String>,
     /// Run id recorded in every output (managed mode).
     #[arg(long, value_name = "ID")]
     run_id: Option<String>,
@@ -108,6 +143,23 @@ struct ReportArgs {
     input: PathBuf,
     #[command(flatten)]
     out: CommonOut,
+}
+
+/// A `--trace` target: something before the last colon, a dotted name after it.
+fn parse_trace(s: &str) -> Result<String, String> {
+    match s.rsplit_once(':') {
+        Some((t, q))
+            if !t.is_empty()
+                && !q.is_empty()
+                && q.split('.').all(|p| !p.is_empty())
+                && !s.contains('\n') =>
+        {
+            Ok(s.to_string())
+        }
+        _ => Err(format!(
+            "'{s}': expected FILE:QUALNAME or MODULE:QUALNAME, e.g. app.py:main"
+        )),
+    }
 }
 
 /// The longest duration accepted: far beyond any run, and far from `Instant` overflow.
@@ -187,6 +239,11 @@ pub fn parse(args: Vec<OsString>) -> Parsed {
             output: output(a.out, None, None),
         }),
         Cmd::Doctor => Plan::Doctor,
+        Cmd::Instrument(i) => Plan::Instrument(match i {
+            InstrumentCmd::Add { targets, check } => InstrumentPlan::Add { targets, check },
+            InstrumentCmd::List => InstrumentPlan::List,
+            InstrumentCmd::Clean { force } => InstrumentPlan::Clean { force },
+        }),
     })
 }
 
@@ -227,6 +284,7 @@ fn session(mode: Mode, a: SessionArgs) -> Plan {
             redact: !a.no_redact,
             ..output(a.out, a.run_id, a.summary_path)
         },
+        trace: a.trace,
     })
 }
 

@@ -118,6 +118,8 @@ mod tests {
             profiled_run: None,
             sampled: Some(sampled),
             warnings: Vec::new(),
+            instrumented: Vec::new(),
+            traced: Vec::new(),
         }
     }
 

@@ -16,6 +16,7 @@
 //!   thread, and per stack.
 
 mod baseline;
+mod instrumented;
 mod io;
 mod sampled;
 mod source;
@@ -24,6 +25,7 @@ pub mod validate;
 pub use baseline::{
     Baseline, BusyProcess, DiskBusy, ExitStatus, MachineLoad, RunMeasurement, TimelinePoint,
 };
+pub use instrumented::{InstrumentedFile, TracedFunction};
 pub use io::{read_recording, write_recording};
 pub use sampled::{
     FileReads, Frame, FrameKind, MAX_TURNS_PER_SOCKET, ProcessInfo, Protocol, Resource,
@@ -52,6 +54,12 @@ pub struct Recording {
     pub sampled: Option<SampledProfile>,
     /// Warnings raised while recording (the target, the machine, the measurement).
     pub warnings: Vec<String>,
+    /// What `profmap instrument` had in place in the folder the session ran in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instrumented: Vec<InstrumentedFile>,
+    /// `--trace`: per-function medians of the traced runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub traced: Vec<TracedFunction>,
 }
 
 /// What was run, when, by which profmap, on what machine.
@@ -77,6 +85,8 @@ impl Recording {
             profiled_run: None,
             sampled: None,
             warnings: Vec::new(),
+            instrumented: Vec::new(),
+            traced: Vec::new(),
         }
     }
 }

@@ -60,8 +60,16 @@ pub struct ProfileResult {
     pub suspicion_stack: Vec<Suspicion>,
     /// The command that reproduces the run end to end.
     pub e2e_test: E2eTest,
-    /// Source files instrumented in this session (none yet).
+    /// Files `profmap instrument` had changed or created in the folder the session ran
+    /// in (from its manifest), each once.
     pub instrumented_files: Vec<String>,
+    /// The changes behind `instrumented_files`, one row per inserted block or created
+    /// file (report.md Part B).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub instrumentation_changes: Vec<crate::profile::InstrumentedFile>,
+    /// `--trace`: per-function medians of the traced runs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub traced_functions: Vec<crate::profile::TracedFunction>,
     /// Signs that a profiler is the wrong tool for this target (bare names, as the
     /// schema has them).
     pub wrong_tool_indicators: Vec<WrongToolIndicator>,

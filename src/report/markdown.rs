@@ -65,6 +65,7 @@ pub fn render(map: &PerfMap) -> String {
     render_resources(&mut o, &pr.performance_map.resources);
     render_bottlenecks(&mut o, &pr.top_bottlenecks);
     super::diagnosis::render(&mut o, pr);
+    render_traced(&mut o, &pr.traced_functions);
     if !pr.warnings.is_empty() {
         let _ = writeln!(o, "### Warnings\n");
         for w in &pr.warnings {
@@ -72,10 +73,72 @@ pub fn render(map: &PerfMap) -> String {
         }
         o.push('\n');
     }
-    let _ = writeln!(o, "## Part B — instrumentation changelog\n");
-    table(&mut o, &["File", "Change type", "What", "Lines"], &[]);
-    let _ = writeln!(o, "No file was instrumented in this session.");
+    render_changelog(&mut o, &pr.instrumentation_changes);
     o
+}
+
+/// `--trace`: one row per wrapped function.
+fn render_traced(o: &mut String, traced: &[crate::profile::TracedFunction]) {
+    if traced.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "### Traced functions (--trace, medians over {} counted runs)\n",
+        traced[0].runs
+    );
+    let rows: Vec<Vec<String>> = traced
+        .iter()
+        .map(|t| {
+            vec![
+                t.function.clone(),
+                t.module.clone(),
+                f(t.calls_per_run, 1),
+                f(t.wall_ms_median, 3),
+                f(t.cpu_ms_median, 3),
+                f(t.mem_delta_bytes_median, 0),
+                f(t.http_requests_per_run, 1),
+                f(t.db_queries_per_run, 1),
+            ]
+        })
+        .collect();
+    let header = [
+        "Function",
+        "Module",
+        "Calls/run",
+        "Wall ms/call",
+        "CPU ms/call",
+        "Mem Δ B/call",
+        "HTTP/run",
+        "DB queries/run",
+    ];
+    table(o, &header, &rows);
+}
+
+/// Part B: what `profmap instrument` had in place when the session ran.
+fn render_changelog(o: &mut String, changes: &[crate::profile::InstrumentedFile]) {
+    let _ = writeln!(o, "## Part B — instrumentation changelog\n");
+    let rows: Vec<Vec<String>> = changes
+        .iter()
+        .map(|c| {
+            vec![
+                c.file.clone(),
+                c.change_type.clone(),
+                c.what.clone(),
+                c.lines.clone(),
+            ]
+        })
+        .collect();
+    table(o, &["File", "Change type", "What", "Lines"], &rows);
+    if rows.is_empty() {
+        let _ = writeln!(o, "No file was instrumented in this session.");
+    } else {
+        let _ = writeln!(
+            o,
+            "Inserted lines are marked `# [PROFILE]`; `profmap instrument clean` restores \
+             every file byte for byte."
+        );
+    }
 }
 
 /// Title, command, run id, machine and verdict.

@@ -225,6 +225,17 @@ fn round_trips_from_profile(b: &mut BaselineSummary, deep: Option<&DeepView>) {
     });
 }
 
+/// Each file of the instrumentation changelog once, in order.
+fn instrumented_files(rec: &Recording) -> Vec<String> {
+    let mut files: Vec<String> = Vec::new();
+    for c in &rec.instrumented {
+        if !files.contains(&c.file) {
+            files.push(c.file.clone());
+        }
+    }
+    files
+}
+
 /// Build the map. `artifacts` maps artifact names to paths relative to the output folder.
 pub fn build(
     rec: &Recording,
@@ -290,7 +301,9 @@ pub fn build(
             command,
             source: E2eSource::User,
         },
-        instrumented_files: Vec::new(),
+        instrumented_files: instrumented_files(rec),
+        instrumentation_changes: rec.instrumented.clone(),
+        traced_functions: rec.traced.clone(),
         wrong_tool_indicators: diagnosis.wrong_tool.iter().map(|w| w.indicator).collect(),
         wrong_tool_evidence: diagnosis.wrong_tool,
         measurement_quality: measurement_quality(rec, &quality),

@@ -26,13 +26,14 @@ use crate::report::summary::Status;
 use crate::target;
 use crate::ui;
 
-mod dirfd;
+pub mod dirfd;
 mod hooks;
 pub mod lock;
 pub mod outfile;
 mod outputs;
 pub mod redact;
 pub mod runlog;
+mod trace;
 
 pub use outputs::{OWN_FILES, Written, write_outputs};
 
@@ -58,6 +59,12 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
         plan.target.argv_lossy()
     };
     let mut rec = Recording::new(session_meta(&command, plan.output.run_id.clone()));
+    match crate::instrument::try_manifest_files(std::path::Path::new(".")) {
+        Ok(rows) => rec.instrumented = rows,
+        Err(why) => rec
+            .warnings
+            .push(format!("instrumentation changelog unknown: {why}")),
+    }
     let _lock = lock::lock(&out, &rec.meta.run_id, rec.meta.started_unix_s)?;
     outfile::remove_leftover_temporaries(&out, OWN_FILES);
     target::become_subreaper();
@@ -137,10 +144,13 @@ fn measure_all(
     {
         return Ok(Some(s));
     }
-    if plan.mode == Mode::Bench {
-        return Ok(None);
+    if plan.mode != Mode::Bench
+        && let Some(s) = profiled_run(plan, opts, log, rec)?
+    {
+        return Ok(Some(s));
     }
-    profiled_run(plan, opts, log, rec)
+    trace::trace_phase(plan, opts, log, rec)?;
+    Ok(None)
 }
 
 /// The warm-ups and counted runs; a setback when the target failed or the user
