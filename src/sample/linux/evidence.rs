@@ -78,6 +78,38 @@ pub(crate) struct Evidence {
 impl Evidence {
     pub(crate) fn new_round(&mut self) {
         self.file_looks = FILE_LOOKS_PER_ROUND;
+        self.retry_unfound();
+    }
+
+    /// Files whose look-ups were skipped or failed are tried again at each round, with
+    /// what is left of its budget, while tries remain: a file read in one burst has no
+    /// later read to retry at, and it may still be open.
+    fn retry_unfound(&mut self) {
+        let mut rows: Vec<(usize, u8)> = self
+            .unfound
+            .iter()
+            .filter(|&(_, &t)| t < FILE_LOOK_TRIES)
+            .map(|(&r, &t)| (r, t))
+            .collect();
+        rows.sort_unstable();
+        for (row, tries) in rows {
+            if self.file_looks == 0 {
+                return;
+            }
+            let Some((pid, dev, ino)) = self.fileio.key(row) else {
+                continue;
+            };
+            self.file_looks -= 1;
+            match find_file(pid, dev, ino) {
+                Some((path, size)) => {
+                    self.fileio.set_file(row, Some(path), Some(size));
+                    self.unfound.remove(&row);
+                }
+                None => {
+                    self.unfound.insert(row, tries + 1);
+                }
+            }
+        }
     }
 
     /// Handle one side record (records in time order).

@@ -105,6 +105,11 @@ impl FileIo {
         (i, new)
     }
 
+    /// The (pid, dev, ino) of a row.
+    pub(crate) fn key(&self, row: usize) -> Option<(i32, u32, u64)> {
+        self.rows.get(row).map(|r| (r.r.pid, r.r.dev, r.r.ino))
+    }
+
     /// What the look-up at first sight found: the path and the file's size in bytes.
     pub(crate) fn set_file(&mut self, row: usize, path: Option<String>, size: Option<u64>) {
         if let Some(r) = self.rows.get_mut(row) {
