@@ -17,6 +17,7 @@
 
 mod baseline;
 mod io;
+mod python;
 mod sampled;
 mod source;
 pub mod validate;
@@ -25,6 +26,7 @@ pub use baseline::{
     Baseline, BusyProcess, DiskBusy, ExitStatus, MachineLoad, RunMeasurement, TimelinePoint,
 };
 pub use io::{read_recording, write_recording};
+pub use python::{MergeStats, PythonFrame, PythonInterpreter, PythonSample, PythonStacks};
 pub use sampled::{
     FileReads, Frame, FrameKind, MAX_TURNS_PER_SOCKET, ProcessInfo, Protocol, Resource,
     ResourceKind, SampleKind, SampleQuality, SampledProfile, SocketTraffic, StackNode, ThreadInfo,

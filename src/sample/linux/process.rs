@@ -738,6 +738,7 @@ impl Processor {
             sockets: Vec::new(),
             file_reads_recorded: false,
             file_reads: Vec::new(),
+            python: Default::default(),
             warnings,
         }
     }

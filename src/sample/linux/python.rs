@@ -1,0 +1,374 @@
+//! The Python sampler: finds the CPython interpreters of the profiled tree as they
+//! appear and reads every thread's Python stack from each of them, 100 times a second,
+//! without stopping them (py-spy's reader, as a library, non-blocking).
+//!
+//! - Discovery, every [`SCAN_EVERY`] ticks: the tree is the root and its descendants
+//!   (by `PPid` in `/proc/*/stat`). A process is a candidate when its executable's name
+//!   contains `python` or its maps hold a `libpython`; it is looked at again whenever
+//!   its executable changes (a shell or pyenv's bash shim that execs the interpreter
+//!   keeps its pid). An interpreter still starting is retried for [`ATTACH_TRIES`]
+//!   scans; one that cannot be read gives a warning naming its version and why.
+//! - Reading: `PythonSpy::get_stack_traces` with `LockingStrategy::NonBlocking` copies
+//!   the interpreter's thread states and frames with `process_vm_readv` while the
+//!   target runs (~250 µs a read): a stack can be torn (read while it changed); the
+//!   merge's share of samples merged is the measure of agreement. A read that fails
+//!   (the process exited, or memory changed under it) is counted and skipped.
+//! - Each sample: pid, OS tid (the thread state's `native_thread_id`, 3.11+; before
+//!   3.11 only a single-threaded interpreter's stack is attributed, to its main
+//!   thread), CLOCK_MONOTONIC time at the read's start, frames outermost first, and
+//!   py-spy's idle and GIL flags.
+
+use std::collections::HashMap;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use py_spy::config::LockingStrategy;
+use py_spy::{Config, PythonSpy, StackTrace};
+
+use super::sys::monotonic_ns;
+use crate::profile::{PythonFrame, PythonInterpreter, PythonSample, PythonStacks};
+
+/// Reads per second and process.
+pub const RATE_HZ: u32 = 100;
+/// Tree scans happen every this many ticks (100 ms at 100 Hz).
+const SCAN_EVERY: u32 = 10;
+/// Scans an interpreter that cannot be read yet is retried for (≈ 2 s).
+const ATTACH_TRIES: u32 = 20;
+/// Scans a non-python executable is checked for a libpython mapping.
+const MAP_CHECKS: u32 = 3;
+
+/// A running Python sampler.
+#[derive(Debug)]
+pub struct Running {
+    stop: mpsc::Sender<()>,
+    thread: JoinHandle<(PythonStacks, Vec<String>)>,
+}
+
+/// Start the sampler on the tree rooted at `root`.
+pub fn start(root: i32) -> Result<Running, std::io::Error> {
+    let (stop, rx) = mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .name("profmap-python".into())
+        .spawn(move || run(root, rx))?;
+    Ok(Running { stop, thread })
+}
+
+impl Running {
+    /// Stop and return what was read, times made relative to `t0_ns` (reads before it
+    /// are dropped). A panicked thread gives an empty table and a warning.
+    pub fn finish(self, t0_ns: u64) -> (PythonStacks, Vec<String>) {
+        let _ = self.stop.send(());
+        match self.thread.join() {
+            Ok((mut p, warnings)) => {
+                p.samples.retain(|s| s.time_ns >= t0_ns);
+                for s in &mut p.samples {
+                    s.time_ns -= t0_ns;
+                }
+                (p, warnings)
+            }
+            Err(_) => (
+                PythonStacks::default(),
+                vec!["the Python sampler thread panicked: no Python stacks".into()],
+            ),
+        }
+    }
+}
+
+/// What is known of one process of the tree.
+enum Seen {
+    /// Not (yet) an interpreter: its executable and the checks done on it.
+    Other {
+        exe: String,
+        checks: u32,
+    },
+    /// An interpreter not readable yet: the tries so far.
+    Pending {
+        exe: String,
+        tries: u32,
+    },
+    Reading {
+        exe: String,
+        spy: Box<PythonSpy>,
+    },
+    /// Given up on (warned) or exited.
+    Done {
+        exe: String,
+    },
+}
+
+impl Seen {
+    fn exe(&self) -> &str {
+        match self {
+            Seen::Other { exe, .. }
+            | Seen::Pending { exe, .. }
+            | Seen::Reading { exe, .. }
+            | Seen::Done { exe } => exe,
+        }
+    }
+}
+
+struct State {
+    root: i32,
+    seen: HashMap<i32, Seen>,
+    frame_ids: HashMap<PythonFrame, u32>,
+    out: PythonStacks,
+    warnings: Vec<String>,
+}
+
+fn run(root: i32, stop: mpsc::Receiver<()>) -> (PythonStacks, Vec<String>) {
+    let mut st = State {
+        root,
+        seen: HashMap::new(),
+        frame_ids: HashMap::new(),
+        out: PythonStacks {
+            rate_hz: RATE_HZ,
+            ..PythonStacks::default()
+        },
+        warnings: Vec::new(),
+    };
+    let period = 1_000_000_000 / u64::from(RATE_HZ);
+    let mut tick = 0u32;
+    let mut next = monotonic_ns();
+    loop {
+        match stop.try_recv() {
+            Ok(()) | Err(mpsc::TryRecvError::Disconnected) => break,
+            Err(mpsc::TryRecvError::Empty) => {}
+        }
+        if tick.is_multiple_of(SCAN_EVERY) {
+            scan(&mut st);
+        }
+        tick = tick.wrapping_add(1);
+        read_all(&mut st);
+        next += period;
+        let now = monotonic_ns();
+        if next > now {
+            std::thread::sleep(Duration::from_nanos(next - now));
+        } else {
+            next = now; // fell behind: do not burst to catch up
+        }
+    }
+    let mut out = st.out;
+    out.interpreters.sort_by_key(|i| i.pid);
+    (out, st.warnings)
+}
+
+/// The tree: `root` and its descendants now.
+fn tree(root: i32) -> Vec<i32> {
+    let mut parent: Vec<(i32, i32)> = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return vec![root];
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if let Some(pp) = ppid(pid) {
+            parent.push((pid, pp));
+        }
+    }
+    let mut out = vec![root];
+    let mut k = 0;
+    while k < out.len() {
+        let p = out[k];
+        out.extend(parent.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        k += 1;
+    }
+    out
+}
+
+fn ppid(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces: fields follow the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn exe_of(pid: i32) -> Option<String> {
+    std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
+}
+
+fn looks_like_python(pid: i32, exe: &str) -> bool {
+    let name = exe.rsplit('/').next().unwrap_or(exe);
+    if name.contains("python") {
+        return true;
+    }
+    std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains("libpython"))
+}
+
+fn scan(st: &mut State) {
+    let me = std::process::id() as i32;
+    for pid in tree(st.root) {
+        if pid == me {
+            continue;
+        }
+        let Some(exe) = exe_of(pid) else { continue };
+        let fresh = st.seen.get(&pid).is_none_or(|s| s.exe() != exe);
+        if fresh {
+            st.seen.insert(pid, Seen::Other { exe, checks: 0 });
+        }
+        step(st, pid);
+    }
+}
+
+/// Advance one process's state by a scan.
+fn step(st: &mut State, pid: i32) {
+    let Some(seen) = st.seen.remove(&pid) else {
+        return;
+    };
+    let next = match seen {
+        Seen::Other { exe, checks } if checks < MAP_CHECKS => {
+            if looks_like_python(pid, &exe) {
+                attach(st, pid, exe, 0)
+            } else {
+                Seen::Other {
+                    exe,
+                    checks: checks + 1,
+                }
+            }
+        }
+        Seen::Pending { exe, tries } => attach(st, pid, exe, tries),
+        other => other,
+    };
+    st.seen.insert(pid, next);
+}
+
+fn config() -> Config {
+    Config {
+        blocking: LockingStrategy::NonBlocking,
+        native: false,
+        include_idle: true,
+        ..Config::default()
+    }
+}
+
+fn attach(st: &mut State, pid: i32, exe: String, tries: u32) -> Seen {
+    let err = match PythonSpy::new(pid, &config()) {
+        Ok(spy) => {
+            st.out.interpreters.push(PythonInterpreter {
+                pid,
+                version: spy.version.to_string(),
+                exe: Some(exe.clone()),
+            });
+            return Seen::Reading {
+                exe,
+                spy: Box::new(spy),
+            };
+        }
+        Err(e) => e,
+    };
+    if !alive(pid) {
+        return Seen::Done { exe };
+    }
+    if tries + 1 < ATTACH_TRIES {
+        return Seen::Pending {
+            exe,
+            tries: tries + 1,
+        };
+    }
+    st.warnings.push(format!(
+        "process {pid} ({exe}) looks like a Python interpreter but its Python stacks cannot \
+         be read ({err:#}): it is profiled as native code only"
+    ));
+    Seen::Done { exe }
+}
+
+fn alive(pid: i32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+fn read_all(st: &mut State) {
+    let pids: Vec<i32> = st
+        .seen
+        .iter()
+        .filter(|(_, s)| matches!(s, Seen::Reading { .. }))
+        .map(|(p, _)| *p)
+        .collect();
+    for pid in pids {
+        let Some(Seen::Reading { spy, .. }) = st.seen.get_mut(&pid) else {
+            continue;
+        };
+        let t = monotonic_ns();
+        let got = spy.get_stack_traces();
+        st.out.read_ns += monotonic_ns().saturating_sub(t);
+        st.out.reads += 1;
+        match got {
+            Ok(traces) => record(st, pid, t, &traces),
+            Err(_) => {
+                st.out.failed_reads += 1;
+                if !alive(pid)
+                    && let Some(Seen::Reading { exe, .. }) = st.seen.remove(&pid)
+                {
+                    st.seen.insert(pid, Seen::Done { exe });
+                }
+            }
+        }
+    }
+}
+
+fn record(st: &mut State, pid: i32, time_ns: u64, traces: &[StackTrace]) {
+    let single = traces.len() == 1;
+    for tr in traces {
+        let tid = match tr.os_thread_id {
+            Some(t) => i32::try_from(t).ok(),
+            None if single => Some(pid),
+            None => None,
+        };
+        let Some(tid) = tid else { continue };
+        let frames = tr
+            .frames
+            .iter()
+            .rev()
+            .map(|f| intern(st, f))
+            .collect::<Vec<u32>>();
+        st.out.samples.push(PythonSample {
+            pid,
+            tid,
+            time_ns,
+            frames,
+            active: tr.active,
+            owns_gil: tr.owns_gil,
+        });
+    }
+}
+
+fn intern(st: &mut State, f: &py_spy::Frame) -> u32 {
+    let frame = PythonFrame {
+        function: f.name.clone(),
+        file: f.filename.clone(),
+        module: module_name(f.short_filename.as_deref().unwrap_or(&f.filename)),
+        line: u32::try_from(f.line).ok().filter(|l| *l > 0),
+    };
+    let frames = &mut st.out.frames;
+    *st.frame_ids.entry(frame).or_insert_with_key(|k| {
+        frames.push(k.clone());
+        (frames.len() - 1) as u32
+    })
+}
+
+/// `json/decoder.py` → `json.decoder`; `pkg/__init__.py` → `pkg`; a path outside
+/// `sys.path` keeps its file name without `.py`.
+pub(crate) fn module_name(short: &str) -> String {
+    let trimmed = short.trim_start_matches("./").trim_start_matches('/');
+    let stem = trimmed.strip_suffix(".py").unwrap_or(trimmed);
+    let stem = stem.strip_suffix("/__init__").unwrap_or(stem);
+    if short.starts_with('/') {
+        return stem.rsplit('/').next().unwrap_or(stem).to_string();
+    }
+    stem.replace('/', ".")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::module_name;
+
+    #[test]
+    fn module_names() {
+        assert_eq!(module_name("json/decoder.py"), "json.decoder");
+        assert_eq!(module_name("email/__init__.py"), "email");
+        assert_eq!(module_name("/tmp/x/split.py"), "split");
+        assert_eq!(module_name("<frozen runpy>"), "<frozen runpy>");
+    }
+}
