@@ -72,14 +72,17 @@ pub struct PythonSample {
 pub struct MergeStats {
     /// The window within which a Python sample counts as near, ns.
     pub window_ns: u64,
-    /// Native samples (on- and off-CPU) of threads that had Python samples.
+    /// Native samples (on- and off-CPU) of threads that had Python samples, whose
+    /// stack holds an evaluation frame or that have a Python sample near (the
+    /// interpreter's time: a shell's before it exec'd the interpreter is not).
     pub candidates: u64,
     /// Those given Python frames.
     pub merged: u64,
-    /// Those with no Python sample of their thread within the window.
+    /// Those in the evaluation loop with no Python sample of their thread within the
+    /// window (e.g. before the interpreter was found and attached).
     pub no_python_sample_near: u64,
-    /// Those whose native stack has no evaluation frame (native-only code at the time,
-    /// or an unwinding that stopped short).
+    /// Those with a Python sample near but no evaluation frame in the native stack
+    /// (native-only code at the time, or an unwinding that stopped short).
     pub no_eval_frame: u64,
 }
 

@@ -97,20 +97,23 @@ pub fn merge(p: &mut SampledProfile, py: PythonStacks) {
         let Some(list) = by_tid.get(&(s.pid, s.tid)) else {
             continue;
         };
-        stats.candidates += 1;
+        let native = s
+            .stack
+            .map(|leaf| p.stack_frame_ids(leaf))
+            .unwrap_or_default();
+        let has_eval = native.iter().any(|&id| is_eval(&p.frames[id as usize]));
         let (lo, hi) = match s.kind {
             SampleKind::OnCpu => (s.time_ns, s.time_ns),
             SampleKind::OffCpu { .. } => (s.time_ns, s.time_ns.saturating_add(s.weight_ns)),
         };
-        let Some(pi) = nearest(&py, list, lo, hi) else {
-            stats.no_python_sample_near += 1;
+        let near = nearest(&py, list, lo, hi);
+        if has_eval || near.is_some() {
+            stats.candidates += 1;
+        }
+        let Some(pi) = near else {
+            stats.no_python_sample_near += u64::from(has_eval);
             continue;
         };
-        let Some(leaf) = s.stack else {
-            stats.no_eval_frame += 1;
-            continue;
-        };
-        let native = p.stack_frame_ids(leaf);
         let Some(ids) = splice(p, &native, &py.samples[pi].frames, &py_frames) else {
             stats.no_eval_frame += 1;
             continue;

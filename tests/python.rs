@@ -1,0 +1,212 @@
+//! Python programs end to end through the binary, on real interpreters: Python stacks
+//! read during the run and merged into the native profile, so steps, hotspots and
+//! bottlenecks name Python functions (issue 9 §1). Launchers: Debian's stripped
+//! `/usr/bin/python3`, `sh -c`, and pyenv's bash shim (which execs the interpreter).
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use common::{profmap, valid_map};
+use profmap::profile::{FrameKind, SampledProfile};
+use serde_json::Value;
+
+const DEBIAN_PYTHON: &str = "/usr/bin/python3";
+const PYENV_SHIM: &str = "/root/.pyenv/shims/python3";
+
+/// CPU-bound runs on a 2-core machine: one at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/python")
+        .join(name)
+}
+
+fn record(out: &Path, cmd: &[&str]) -> (Value, SampledProfile) {
+    profmap()
+        .args(["record", "-q", "--out"])
+        .arg(out)
+        .arg("--")
+        .args(cmd)
+        .assert()
+        .success();
+    let map = valid_map(out);
+    let rec = profmap::profile::read_recording(&out.join("profile.json.gz")).expect("recording");
+    (map, rec.sampled.expect("sampled profile"))
+}
+
+fn hotspot_sum(map: &Value, function: &str, field: &str) -> f64 {
+    map["profile_result"]["hotspots"]
+        .as_array()
+        .expect("hotspots")
+        .iter()
+        .filter(|h| h["function"] == function)
+        .map(|h| h[field].as_f64().expect(field))
+        .sum()
+}
+
+fn find_step<'a>(steps: &'a Value, function: &str) -> Option<&'a Value> {
+    for s in steps.as_array()? {
+        if s["function"] == function {
+            return Some(s);
+        }
+        if let Some(found) = find_step(&s["children"], function) {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// The Python table is there, one interpreter was read, and most of its samples met
+/// a Python stack; prints the figures.
+fn check_python_table(p: &SampledProfile, version_prefix: &str) {
+    let py = &p.python;
+    assert_eq!(py.interpreters.len(), 1, "{:?}", py.interpreters);
+    assert!(
+        py.interpreters[0].version.starts_with(version_prefix),
+        "{:?}",
+        py.interpreters
+    );
+    let m = py.merge.expect("merge stats");
+    let share = m.merged as f64 / m.candidates.max(1) as f64;
+    eprintln!(
+        "python: {} reads ({} failed), {:.0} µs per read, merge {m:?} ({:.1}% merged)",
+        py.reads,
+        py.failed_reads,
+        py.read_ns as f64 / py.reads.max(1) as f64 / 1e3,
+        share * 100.0
+    );
+    assert!(py.reads > 20, "{} reads", py.reads);
+    assert!(share > 0.8, "only {:.1}% merged: {m:?}", share * 100.0);
+    assert!(p.frames.iter().any(|f| f.kind == FrameKind::Python));
+}
+
+/// The three functions' CPU split is 5:3:2 (± 5 points: about 400 Python reads over 4 s give
+/// a standard error near 2.5 points on a 50% share), they are steps, and their
+/// location is the script's `file:line`.
+fn check_split(map: &Value, what: &str) {
+    let names = ["alpha", "beta", "gamma"];
+    let cpu: Vec<f64> = names
+        .iter()
+        .map(|f| hotspot_sum(map, f, "self_cpu_time_ms"))
+        .collect();
+    let total: f64 = cpu.iter().sum();
+    assert!(total > 0.0, "{what}: no CPU time in the three functions");
+    for ((got, want), name) in cpu.iter().zip([50.0, 30.0, 20.0]).zip(names) {
+        let rel = got / total * 100.0;
+        assert!(
+            (rel - want).abs() <= 5.0,
+            "{what}: {name} has {rel:.1}% of the three's CPU, want {want} ({cpu:?})"
+        );
+    }
+    let steps = &map["profile_result"]["performance_map"]["steps"];
+    for name in names {
+        let s = find_step(steps, name).unwrap_or_else(|| panic!("{what}: no step {name}"));
+        let loc = s["location"].as_str().unwrap_or_default();
+        assert!(
+            loc.contains("three_funcs.py:"),
+            "{what}: step {name} at {loc}"
+        );
+    }
+}
+
+fn three_funcs(what: &str, cmd: &[&str], version_prefix: &str) {
+    let _one = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    let (map, p) = record(d.path(), cmd);
+    check_python_table(&p, version_prefix);
+    check_split(&map, what);
+}
+
+#[test]
+fn debian_stripped_python_three_functions_5_3_2() {
+    let s = script("three_funcs.py");
+    three_funcs(
+        "debian",
+        &[DEBIAN_PYTHON, s.to_str().unwrap(), "400000"],
+        "3.",
+    );
+}
+
+#[test]
+fn through_sh_c_three_functions_5_3_2() {
+    let s = script("three_funcs.py");
+    let line = format!("{DEBIAN_PYTHON} {} 400000; true", s.display());
+    three_funcs("sh -c", &["sh", "-c", &line], "3.");
+}
+
+#[test]
+fn through_the_pyenv_shim_three_functions_5_3_2() {
+    assert!(
+        Path::new(PYENV_SHIM).exists(),
+        "this machine's pyenv shim {PYENV_SHIM} is missing"
+    );
+    let s = script("three_funcs.py");
+    three_funcs(
+        "pyenv",
+        &[PYENV_SHIM, s.to_str().unwrap(), "400000"],
+        "3.11.7",
+    );
+}
+
+/// A server outside the profiled tree; killed on drop.
+struct Server(Child, u16);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn server(delay_s: &str) -> Server {
+    let mut child = Command::new(DEBIAN_PYTHON)
+        .arg(script("echo_server.py"))
+        .arg(delay_s)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("server");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("port");
+    let port = line.trim().parse().expect("a port");
+    Server(child, port)
+}
+
+#[test]
+fn a_socket_wait_lands_on_its_python_function_with_its_class() {
+    let _one = serial();
+    let srv = server("0.25");
+    let d = tempfile::tempdir().expect("tempdir");
+    let port = srv.1.to_string();
+    let s = script("wait_and_compute.py");
+    let (map, p) = record(d.path(), &[DEBIAN_PYTHON, s.to_str().unwrap(), &port, "4"]);
+    check_python_table(&p, "3.");
+    let top = &map["profile_result"]["top_bottlenecks"];
+    let first = &top[0];
+    assert_eq!(first["function"], "wait_reply", "{top}");
+    assert_eq!(first["type"], "I/O-Network", "{first}");
+    assert!(
+        first["location"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("wait_and_compute.py:"),
+        "{first}"
+    );
+    // Four waits of 250 ms: about a second of the run's wall time.
+    let share = first["share"].as_f64().expect("share");
+    assert!(share > 40.0, "wait_reply holds {share}%");
+    let steps = &map["profile_result"]["performance_map"]["steps"];
+    let compute = find_step(steps, "compute").expect("a compute step");
+    assert_eq!(compute["classification"], "CPU", "{compute}");
+    assert!(hotspot_sum(&map, "compute", "self_cpu_time_ms") > 50.0);
+}
