@@ -87,9 +87,9 @@ pub struct MergeStats {
 }
 
 impl PythonStacks {
-    /// True when nothing Python was seen (no interpreter, no read).
+    /// True when the table holds nothing (no Python interpreter was seen).
     pub fn is_empty(&self) -> bool {
-        self.interpreters.is_empty() && self.samples.is_empty() && self.reads == 0
+        *self == PythonStacks::default()
     }
 }
 

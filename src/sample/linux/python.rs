@@ -59,11 +59,14 @@ pub fn start(root: i32) -> Result<Running, std::io::Error> {
 
 impl Running {
     /// Stop and return what was read, times made relative to `t0_ns` (reads before it
-    /// are dropped). A panicked thread gives an empty table and a warning.
+    /// are dropped; with no interpreter seen, an empty table). A panicked thread gives an empty table and a warning.
     pub fn finish(self, t0_ns: u64) -> (PythonStacks, Vec<String>) {
         let _ = self.stop.send(());
         match self.thread.join() {
             Ok((mut p, warnings)) => {
+                if p.interpreters.is_empty() && p.reads == 0 {
+                    return (PythonStacks::default(), warnings);
+                }
                 p.samples.retain(|s| s.time_ns >= t0_ns);
                 for s in &mut p.samples {
                     s.time_ns -= t0_ns;
