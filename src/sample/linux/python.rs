@@ -48,13 +48,18 @@ pub struct Running {
     thread: JoinHandle<(PythonStacks, Vec<String>)>,
 }
 
-/// Start the sampler on the tree rooted at `root`.
-pub fn start(root: i32) -> Result<Running, std::io::Error> {
+/// Start the sampler on the tree rooted at `root`; None when `PROFMAP_PYTHON=0` turns
+/// it off (to measure what it costs) or its thread cannot be started.
+pub fn start(root: i32) -> Option<Running> {
+    if std::env::var_os("PROFMAP_PYTHON").is_some_and(|v| v == "0") {
+        return None;
+    }
     let (stop, rx) = mpsc::channel();
     let thread = std::thread::Builder::new()
         .name("profmap-python".into())
-        .spawn(move || run(root, rx))?;
-    Ok(Running { stop, thread })
+        .spawn(move || run(root, rx))
+        .ok()?;
+    Some(Running { stop, thread })
 }
 
 impl Running {

@@ -563,7 +563,7 @@ impl PerfSampler {
             .name("profmap-perf-drain".into())
             .spawn(move || drain_loop(opened, processor, rx, desc, freq, warnings, poll_blocked))
             .map_err(|e| Error::Tool(format!("cannot start the drain thread: {e}")))?;
-        let python = super::python::start(pid).ok();
+        let python = super::python::start(pid);
         Ok(PerfSampler {
             stop: Some(tx),
             thread: Some(thread),
