@@ -210,3 +210,43 @@ fn a_socket_wait_lands_on_its_python_function_with_its_class() {
     assert_eq!(compute["classification"], "CPU", "{compute}");
     assert!(hotspot_sum(&map, "compute", "self_cpu_time_ms") > 50.0);
 }
+
+#[test]
+fn each_thread_gets_its_own_python_stacks() {
+    let _one = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    let s = script("threads.py");
+    let (map, p) = record(d.path(), &[DEBIAN_PYTHON, s.to_str().unwrap()]);
+    check_python_table(&p, "3.");
+    let py = &p.python;
+    let leaf_tids = |name: &str| {
+        let mut tids: Vec<i32> = py
+            .samples
+            .iter()
+            .filter(|x| {
+                x.frames
+                    .last()
+                    .is_some_and(|&f| py.frames[f as usize].function == name)
+            })
+            .map(|x| x.tid)
+            .collect();
+        tids.sort_unstable();
+        tids.dedup();
+        tids
+    };
+    let (crunch, nap) = (leaf_tids("crunch"), leaf_tids("nap"));
+    assert_eq!(crunch.len(), 1, "crunch seen on threads {crunch:?}");
+    assert_eq!(nap.len(), 1, "nap seen on threads {nap:?}");
+    assert_ne!(crunch, nap);
+    assert!(crunch[0] != s_pid(&p) && nap[0] != s_pid(&p));
+    let steps = &map["profile_result"]["performance_map"]["steps"];
+    let c = find_step(steps, "crunch").expect("a crunch step");
+    assert_eq!(c["classification"], "CPU", "{c}");
+    let n = find_step(steps, "nap").expect("a nap step");
+    assert_eq!(n["classification"], "Idle", "{n}");
+}
+
+/// The interpreter's pid (its main thread's tid).
+fn s_pid(p: &SampledProfile) -> i32 {
+    p.python.interpreters[0].pid
+}
