@@ -26,7 +26,10 @@ pub use baseline::{
     Baseline, BusyProcess, DiskBusy, ExitStatus, MachineLoad, RunMeasurement, TimelinePoint,
 };
 pub use io::{read_recording, write_recording};
-pub use python::{MergeStats, PythonFrame, PythonInterpreter, PythonSample, PythonStacks};
+pub use python::{
+    MergeStats, PythonFrame, PythonInterpreter, PythonSample, PythonStacks, analysed_frame_ids,
+    is_interpreter_frame,
+};
 pub use sampled::{
     FileReads, Frame, FrameKind, MAX_TURNS_PER_SOCKET, ProcessInfo, Protocol, Resource,
     ResourceKind, SampleKind, SampleQuality, SampledProfile, SocketTraffic, StackNode, ThreadInfo,

@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::{Frame, FrameKind};
+
 /// Every Python stack read during the run, with what it cost and how the merge went.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct PythonStacks {
@@ -148,4 +150,29 @@ pub(super) fn validate(p: &PythonStacks) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// True for a native frame of a CPython interpreter itself (its binary `python*` or
+/// `libpython*`): the evaluation loop, object code, built-in modules.
+pub fn is_interpreter_frame(f: &Frame) -> bool {
+    f.kind == FrameKind::User
+        && f.module.as_deref().is_some_and(|m| {
+            let m = m.rsplit('/').next().unwrap_or(m);
+            m.starts_with("python") || m.starts_with("libpython")
+        })
+}
+
+/// A stack's frames as the analysis sees them, root first: in a stack holding Python
+/// frames, the interpreter's own native frames are folded away (their time is the
+/// Python function's); other stacks are as recorded. The flamegraphs and exports keep
+/// every frame.
+pub fn analysed_frame_ids(p: &super::SampledProfile, leaf: u32) -> Vec<u32> {
+    let ids = p.stack_frame_ids(leaf);
+    let frame = |id: u32| &p.frames[id as usize];
+    if !ids.iter().any(|&id| frame(id).kind == FrameKind::Python) {
+        return ids;
+    }
+    ids.into_iter()
+        .filter(|&id| !is_interpreter_frame(frame(id)))
+        .collect()
 }

@@ -6,23 +6,23 @@
 //! (two reading periods at 100 Hz) of the on-CPU tick, or of the off-CPU interval
 //! (a read inside the interval is at distance 0). Its stack becomes:
 //! 1. the native frames above the outermost evaluation frame (`_PyEval_EvalFrameDefault`
-//!    and its older names), less the interpreter's own (module `python*`/`libpython*`:
-//!    `Py_RunMain`, `PyEval_EvalCode`, `thread_run`...), so `_start` and libc's thread
-//!    start stay;
+//!    and its older names): `_start`, `Py_RunMain`, `PyEval_EvalCode`... or libc's
+//!    thread start and `thread_run`;
 //! 2. the Python frames, outermost first (`FrameKind::Python`: function = qualified
 //!    name, file, line, module = the Python module);
-//! 3. the native frames below the innermost evaluation frame, less the run of the
-//!    interpreter's own frames at its top (`PyObject_Vectorcall`, `long_add`...): a C
-//!    extension's function, libc's `recv` and the kernel's frames stay, under the
-//!    Python function that called them; interpreter work (an addition, an
-//!    allocation by `_PyObject_Malloc`) is the Python function's own time.
+//! 3. the native frames below the innermost evaluation frame: the interpreter's
+//!    (`PyObject_Vectorcall`, `long_add`...), a C extension's, libc's `recv`, the
+//!    kernel's, so a C extension's hot function sits under the Python function that
+//!    called it and an off-CPU wait keeps its kernel frames and class.
 //!
-//! Interpreter internals between Python frames are dropped (and with them any native
-//! frame between two Python frames, e.g. a C extension calling back into Python), as is
-//! interpreter work below the innermost evaluation frame, including modules built into
-//! the interpreter's binary (Debian's `_socket`, `_json`...). A sample with no Python
-//! sample near, or whose native stack has no evaluation frame, keeps its native stack;
-//! both are counted in [`MergeStats`].
+//! Native frames between two Python frames (the evaluation frames themselves, the
+//! interpreter's call machinery, a C extension calling back into Python) are dropped:
+//! py-spy's reader does not tell which evaluation frame runs which Python frames
+//! without native unwinding of its own. The analysis folds the interpreter's own frames
+//! away in stacks with Python frames (`profile::analysed_frame_ids`): its work is the
+//! Python function's own time; flamegraphs and exports keep them. A sample with no
+//! Python sample near, or whose native stack has no evaluation frame, keeps its native
+//! stack; both are counted in [`MergeStats`].
 
 use std::collections::HashMap;
 
@@ -43,15 +43,6 @@ const EVAL_FUNCTIONS: &[&str] = &[
 /// True for the interpreter's evaluation loop.
 pub fn is_eval(f: &Frame) -> bool {
     EVAL_FUNCTIONS.contains(&f.function.as_str())
-}
-
-/// True for a native frame of the interpreter itself (its binary or libpython).
-pub fn is_interpreter(f: &Frame) -> bool {
-    f.kind == FrameKind::User
-        && f.module.as_deref().is_some_and(|m| {
-            let m = m.rsplit('/').next().unwrap_or(m);
-            m.starts_with("python") || m.starts_with("libpython")
-        })
 }
 
 /// Merge `py` into `p`'s samples and keep it as `p.python`.
@@ -148,21 +139,12 @@ fn splice(p: &SampledProfile, native: &[u32], py: &[u32], py_frames: &[u32]) -> 
     let frame = |id: u32| &p.frames[id as usize];
     let first = native.iter().position(|&id| is_eval(frame(id)))?;
     let last = native.iter().rposition(|&id| is_eval(frame(id)))?;
-    let mut out: Vec<u32> = native[..first]
-        .iter()
-        .copied()
-        .filter(|&id| !is_interpreter(frame(id)))
-        .collect();
+    let mut out: Vec<u32> = native[..first].to_vec();
     out.extend(
         py.iter()
             .filter_map(|&i| py_frames.get(i as usize).copied()),
     );
-    let below = &native[last + 1..];
-    let skip = below
-        .iter()
-        .take_while(|&&id| is_interpreter(frame(id)))
-        .count();
-    out.extend_from_slice(&below[skip..]);
+    out.extend_from_slice(&native[last + 1..]);
     Some(out)
 }
 
