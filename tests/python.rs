@@ -250,3 +250,52 @@ fn each_thread_gets_its_own_python_stacks() {
 fn s_pid(p: &SampledProfile) -> i32 {
     p.python.interpreters[0].pid
 }
+
+/// pyenv's builds of CPython 3.8 to 3.13 (those on this machine), single-threaded: each
+/// is read and the three functions keep their order by CPU time.
+#[test]
+fn pyenv_cpython_3_8_to_3_13_are_read() {
+    let _one = serial();
+    let s = script("three_funcs.py");
+    let mut tried = 0;
+    for v in ["3.8.18", "3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0"] {
+        let exe = format!("/root/.pyenv/versions/{v}/bin/python3");
+        if !Path::new(&exe).exists() {
+            eprintln!("{exe} missing: skipped");
+            continue;
+        }
+        tried += 1;
+        let d = tempfile::tempdir().expect("tempdir");
+        let (map, p) = record(d.path(), &[&exe, s.to_str().unwrap(), "150000"]);
+        check_python_table(&p, v);
+        let cpu = |f: &str| hotspot_sum(&map, f, "self_cpu_time_ms");
+        let (a, b, c) = (cpu("alpha"), cpu("beta"), cpu("gamma"));
+        assert!(
+            a > b && b > c && c > 0.0,
+            "{v}: alpha {a}, beta {b}, gamma {c}"
+        );
+    }
+    assert!(tried >= 2, "fewer than two pyenv CPythons on this machine");
+}
+
+/// A program named like an interpreter that is not one: a warning naming it and why,
+/// the native profile as before.
+#[test]
+fn an_unreadable_interpreter_gets_a_warning_and_the_native_profile() {
+    let _one = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    let fake = d.path().join("python3-fake");
+    std::fs::copy("/bin/sleep", &fake).expect("copy sleep");
+    let out = d.path().join("out");
+    let (_, p) = record(&out, &[fake.to_str().unwrap(), "1"]);
+    let w: Vec<&String> = p
+        .quality
+        .warnings
+        .iter()
+        .filter(|w| w.contains("Python stacks cannot be read"))
+        .collect();
+    assert_eq!(w.len(), 1, "{:?}", p.quality.warnings);
+    assert!(w[0].contains("python3-fake"), "{}", w[0]);
+    assert!(p.python.interpreters.is_empty());
+    assert!(!p.samples.is_empty());
+}
