@@ -299,3 +299,30 @@ fn an_unreadable_interpreter_gets_a_warning_and_the_native_profile() {
     assert!(p.python.interpreters.is_empty());
     assert!(!p.samples.is_empty());
 }
+
+/// Workers started during the run (a multiprocessing pool) are found and read too.
+#[test]
+fn a_multiprocessing_pool_s_workers_are_read() {
+    let _one = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    let s = script("pool.py");
+    let (map, p) = record(d.path(), &[DEBIAN_PYTHON, s.to_str().unwrap()]);
+    let py = &p.python;
+    assert!(py.interpreters.len() >= 3, "{:?}", py.interpreters);
+    let mut workers: Vec<i32> = py
+        .samples
+        .iter()
+        .filter(|x| {
+            x.frames
+                .last()
+                .is_some_and(|&f| py.frames[f as usize].function == "work")
+        })
+        .map(|x| x.pid)
+        .collect();
+    workers.sort_unstable();
+    workers.dedup();
+    assert_eq!(workers.len(), 2, "work seen in processes {workers:?}");
+    let first = &map["profile_result"]["top_bottlenecks"][0];
+    assert_eq!(first["function"], "work", "{first}");
+    assert_eq!(first["type"], "CPU", "{first}");
+}
