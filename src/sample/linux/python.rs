@@ -2,12 +2,15 @@
 //! appear and reads every thread's Python stack from each of them, 100 times a second,
 //! without stopping them (py-spy's reader, as a library, non-blocking).
 //!
-//! - Discovery, every tick for the first second, then every [`SCAN_EVERY`] ticks: the tree is the root and its descendants
-//!   (by `PPid` in `/proc/*/stat`). A process is a candidate when its executable's name
-//!   contains `python` or its maps hold a `libpython`; it is looked at again whenever
-//!   its executable changes (a shell or pyenv's bash shim that execs the interpreter
-//!   keeps its pid). An interpreter still starting is retried for [`ATTACH_TRIES`]
-//!   scans (0.4 to 3.4 s); one that cannot be read gives a warning naming its version and why.
+//! - Discovery, every other tick for the first second, then every [`SCAN_EVERY`]
+//!   ticks: the tree is the root and its descendants (by `PPid` in `/proc/*/stat`). A
+//!   process is a candidate when its executable's name contains `python` or its maps
+//!   hold a `libpython`; it is looked at again whenever its executable changes (a shell
+//!   or pyenv's bash shim that execs the interpreter keeps its pid). An interpreter
+//!   still starting is retried at each scan for [`ATTACH_FOR_NS`] (3 s); one that
+//!   cannot be read (by then, or by the end of the run) gives a warning naming it and
+//!   py-spy's reason
+//!   (for an unsupported version: "Unsupported version of Python: X.Y.Z").
 //! - Reading: `PythonSpy::get_stack_traces` with `LockingStrategy::NonBlocking` copies
 //!   the interpreter's thread states and frames with `process_vm_readv` while the
 //!   target runs (~250 µs a read): a stack can be torn (read while it changed); the
@@ -31,13 +34,14 @@ use crate::profile::{PythonFrame, PythonInterpreter, PythonSample, PythonStacks}
 
 /// Reads per second and process.
 pub const RATE_HZ: u32 = 100;
-/// Tree scans happen every tick for the first [`EAGER_TICKS`] (1 s: an interpreter
-/// started with the run is found within 10 ms), then every this many ticks (100 ms).
+/// Tree scans happen every other tick for the first [`EAGER_TICKS`] (1 s: an
+/// interpreter started with the run is found within 20 ms), then every this many ticks
+/// (100 ms).
 /// A scan reads `/proc/*/stat`: about 1 ms with a hundred processes.
 const SCAN_EVERY: u32 = 10;
 const EAGER_TICKS: u32 = 100;
-/// Scans an interpreter that cannot be read yet is retried for.
-const ATTACH_TRIES: u32 = 40;
+/// How long an interpreter that cannot be read yet is retried, from its first try.
+const ATTACH_FOR_NS: u64 = 3_000_000_000;
 /// Scans a non-python executable is checked for a libpython mapping.
 const MAP_CHECKS: u32 = 3;
 
@@ -93,10 +97,11 @@ enum Seen {
         exe: String,
         checks: u32,
     },
-    /// An interpreter not readable yet: the tries so far.
+    /// An interpreter not readable yet: when it was first tried.
     Pending {
         exe: String,
-        tries: u32,
+        since: u64,
+        why: String,
     },
     Reading {
         exe: String,
@@ -146,7 +151,7 @@ fn run(root: i32, stop: mpsc::Receiver<()>) -> (PythonStacks, Vec<String>) {
             Ok(()) | Err(mpsc::TryRecvError::Disconnected) => break,
             Err(mpsc::TryRecvError::Empty) => {}
         }
-        if tick < EAGER_TICKS || tick.is_multiple_of(SCAN_EVERY) {
+        if (tick < EAGER_TICKS && tick.is_multiple_of(2)) || tick.is_multiple_of(SCAN_EVERY) {
             scan(&mut st);
         }
         tick = tick.wrapping_add(1);
@@ -157,6 +162,11 @@ fn run(root: i32, stop: mpsc::Receiver<()>) -> (PythonStacks, Vec<String>) {
             std::thread::sleep(Duration::from_nanos(next - now));
         } else {
             next = now; // fell behind: do not burst to catch up
+        }
+    }
+    for (pid, seen) in &st.seen {
+        if let Seen::Pending { exe, why, .. } = seen {
+            st.warnings.push(unreadable(*pid, exe, why));
         }
     }
     let mut out = st.out;
@@ -232,7 +242,7 @@ fn step(st: &mut State, pid: i32) {
     let next = match seen {
         Seen::Other { exe, checks } if checks < MAP_CHECKS => {
             if looks_like_python(pid, &exe) {
-                attach(st, pid, exe, 0)
+                attach(st, pid, exe, monotonic_ns())
             } else {
                 Seen::Other {
                     exe,
@@ -240,7 +250,7 @@ fn step(st: &mut State, pid: i32) {
                 }
             }
         }
-        Seen::Pending { exe, tries } => attach(st, pid, exe, tries),
+        Seen::Pending { exe, since, .. } => attach(st, pid, exe, since),
         other => other,
     };
     st.seen.insert(pid, next);
@@ -255,7 +265,7 @@ fn config() -> Config {
     }
 }
 
-fn attach(st: &mut State, pid: i32, exe: String, tries: u32) -> Seen {
+fn attach(st: &mut State, pid: i32, exe: String, since: u64) -> Seen {
     let err = match PythonSpy::new(pid, &config()) {
         Ok(spy) => {
             st.out.interpreters.push(PythonInterpreter {
@@ -273,17 +283,19 @@ fn attach(st: &mut State, pid: i32, exe: String, tries: u32) -> Seen {
     if !alive(pid) {
         return Seen::Done { exe };
     }
-    if tries + 1 < ATTACH_TRIES {
-        return Seen::Pending {
-            exe,
-            tries: tries + 1,
-        };
+    if monotonic_ns().saturating_sub(since) < ATTACH_FOR_NS {
+        let why = format!("{err:#}");
+        return Seen::Pending { exe, since, why };
     }
-    st.warnings.push(format!(
-        "process {pid} ({exe}) looks like a Python interpreter but its Python stacks cannot \
-         be read ({err:#}): it is profiled as native code only"
-    ));
+    st.warnings.push(unreadable(pid, &exe, &format!("{err:#}")));
     Seen::Done { exe }
+}
+
+fn unreadable(pid: i32, exe: &str, why: &str) -> String {
+    format!(
+        "process {pid} ({exe}) looks like a Python interpreter but its Python stacks cannot \
+         be read ({why}): it is profiled as native code only"
+    )
 }
 
 fn alive(pid: i32) -> bool {
