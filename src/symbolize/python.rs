@@ -191,3 +191,135 @@ impl Interner {
         cur
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{PythonFrame, PythonSample, ThreadSample};
+
+    fn native(function: &str, module: &str, kind: FrameKind) -> Frame {
+        Frame {
+            function: function.into(),
+            module: Some(module.into()),
+            file: None,
+            line: None,
+            kind,
+            inlined: false,
+        }
+    }
+
+    /// main → _PyEval_EvalFrameDefault → PyObject_Call → _PyEval_EvalFrameDefault →
+    /// long_add, as one on-CPU sample at `at` ns, and one off-CPU interval.
+    fn profile(at: u64) -> SampledProfile {
+        let mut p = SampledProfile::default();
+        let chain = [
+            native("main", "python3.11", FrameKind::User),
+            native("_PyEval_EvalFrameDefault", "python3.11", FrameKind::User),
+            native("PyObject_Call", "python3.11", FrameKind::User),
+            native("_PyEval_EvalFrameDefault", "python3.11", FrameKind::User),
+            native("__libc_recv", "libc.so.6", FrameKind::User),
+            native("tcp_recvmsg", "[kernel]", FrameKind::Kernel),
+        ];
+        let mut parent = None;
+        for (i, f) in chain.into_iter().enumerate() {
+            p.frames.push(f);
+            p.stacks.push(StackNode {
+                parent,
+                frame: i as u32,
+            });
+            parent = Some(i as u32);
+        }
+        for (time_ns, kind, weight_ns) in [
+            (at, SampleKind::OnCpu, 1_000_000),
+            (
+                at + 100_000_000,
+                SampleKind::OffCpu {
+                    state: crate::profile::WaitState::Sleeping,
+                },
+                300_000_000,
+            ),
+        ] {
+            p.samples.push(ThreadSample {
+                pid: 7,
+                tid: 7,
+                time_ns,
+                stack: parent,
+                weight_ns,
+                kind,
+                waker: None,
+            });
+        }
+        p
+    }
+
+    fn py(times: &[u64]) -> PythonStacks {
+        let frame = |f: &str| PythonFrame {
+            function: f.into(),
+            file: "/app/m.py".into(),
+            module: "m".into(),
+            line: Some(1),
+        };
+        PythonStacks {
+            frames: vec![frame("<module>"), frame("wait_reply")],
+            samples: times
+                .iter()
+                .map(|&time_ns| PythonSample {
+                    pid: 7,
+                    tid: 7,
+                    time_ns,
+                    frames: vec![0, 1],
+                    active: true,
+                    owns_gil: false,
+                })
+                .collect(),
+            ..PythonStacks::default()
+        }
+    }
+
+    fn names(p: &SampledProfile, k: usize) -> Vec<String> {
+        p.stack_frames(p.samples[k].stack.unwrap_or(0))
+            .iter()
+            .map(|f| f.function.clone())
+            .collect()
+    }
+
+    #[test]
+    fn python_frames_replace_the_evaluation_frames_and_keep_what_is_below() {
+        let mut p = profile(50_000_000);
+        // One read 5 ms after the tick, one inside the off-CPU interval.
+        merge(&mut p, py(&[55_000_000, 300_000_000]));
+        assert_eq!(
+            names(&p, 0),
+            [
+                "main",
+                "<module>",
+                "wait_reply",
+                "__libc_recv",
+                "tcp_recvmsg"
+            ]
+        );
+        assert_eq!(names(&p, 1), names(&p, 0));
+        // The analysis folds the interpreter's own frames away.
+        let seen: Vec<&str> =
+            crate::profile::analysed_frame_ids(&p, p.samples[0].stack.unwrap_or(0))
+                .iter()
+                .map(|&id| p.frames[id as usize].function.as_str())
+                .collect();
+        assert_eq!(
+            seen,
+            ["<module>", "wait_reply", "__libc_recv", "tcp_recvmsg"]
+        );
+        let m = p.python.merge.expect("stats");
+        assert_eq!((m.candidates, m.merged), (2, 2));
+    }
+
+    #[test]
+    fn a_read_outside_the_window_lends_nothing() {
+        let mut p = profile(50_000_000);
+        // 25 ms before the tick; 30 ms after the interval's end.
+        merge(&mut p, py(&[25_000_000, 480_000_000]));
+        assert_eq!(names(&p, 0)[1], "_PyEval_EvalFrameDefault");
+        let m = p.python.merge.expect("stats");
+        assert_eq!((m.candidates, m.merged, m.no_python_sample_near), (2, 0, 2));
+    }
+}
