@@ -112,9 +112,32 @@ pub fn merge(p: &mut SampledProfile, py: PythonStacks) {
         p.samples[k].stack = interner.stack(&mut p.stacks, &ids);
         stats.merged += 1;
     }
+    p.quality.warnings.extend(merge_warning(&stats));
     py.merge = Some(stats);
     p.python = py;
 }
+
+/// A warning when more than [`UNMERGED_WARN_PCT`] of the Python threads' samples kept
+/// native frames only.
+fn merge_warning(m: &MergeStats) -> Option<String> {
+    let unmerged = m.candidates.saturating_sub(m.merged);
+    let pct = 100.0 * unmerged as f64 / m.candidates.max(1) as f64;
+    (pct > UNMERGED_WARN_PCT).then(|| {
+        format!(
+            "{unmerged} of {} samples of Python threads ({pct:.1}%) have no Python frames: {} \
+             had no Python stack read within {} ms (the interpreter's start before it was \
+             found, or reads falling behind on a busy machine), {} no evaluation frame in \
+             their native stack; they are shown as native code",
+            m.candidates,
+            m.no_python_sample_near,
+            m.window_ns / 1_000_000,
+            m.no_eval_frame
+        )
+    })
+}
+
+/// Unmerged share (%) of the Python threads' samples above which a warning says so.
+const UNMERGED_WARN_PCT: f64 = 10.0;
 
 /// The index of the Python sample of `list` nearest to `[lo, hi]`, within the window.
 fn nearest(py: &PythonStacks, list: &[usize], lo: u64, hi: u64) -> Option<usize> {

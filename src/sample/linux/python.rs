@@ -42,6 +42,9 @@ const SCAN_EVERY: u32 = 10;
 const EAGER_TICKS: u32 = 100;
 /// How long an interpreter that cannot be read yet is retried, from its first try.
 const ATTACH_FOR_NS: u64 = 3_000_000_000;
+/// An interpreter that exits unreadable within this long of its first try is not
+/// warned about.
+const EXIT_QUIET_NS: u64 = 200_000_000;
 /// Scans a non-python executable is checked for a libpython mapping.
 const MAP_CHECKS: u32 = 3;
 
@@ -280,10 +283,16 @@ fn attach(st: &mut State, pid: i32, exe: String, since: u64) -> Seen {
         }
         Err(e) => e,
     };
+    let tried_for = monotonic_ns().saturating_sub(since);
     if !alive(pid) {
+        // An interpreter that exited while still unreadable after some tries says so;
+        // one that exited at its first try (a short `python3 -c`) had nothing to read.
+        if tried_for > EXIT_QUIET_NS {
+            st.warnings.push(unreadable(pid, &exe, &format!("{err:#}")));
+        }
         return Seen::Done { exe };
     }
-    if monotonic_ns().saturating_sub(since) < ATTACH_FOR_NS {
+    if tried_for < ATTACH_FOR_NS {
         let why = format!("{err:#}");
         return Seen::Pending { exe, since, why };
     }
