@@ -2,15 +2,16 @@
 //! appear and reads every thread's Python stack from each of them, 100 times a second,
 //! without stopping them (py-spy's reader, as a library, non-blocking).
 //!
-//! - Discovery, every other tick for the first second, then every [`SCAN_EVERY`]
-//!   ticks: the tree is the root and its descendants (by `PPid` in `/proc/*/stat`). A
-//!   process is a candidate when its executable's name contains `python` or its maps
-//!   hold a `libpython`; it is looked at again whenever its executable changes (a shell
-//!   or pyenv's bash shim that execs the interpreter keeps its pid). An interpreter
-//!   still starting is retried at each scan for [`ATTACH_FOR_NS`] (3 s); one that
-//!   cannot be read (by then, or by the end of the run) gives a warning naming it and
-//!   py-spy's reason
-//!   (for an unsupported version: "Unsupported version of Python: X.Y.Z").
+//! - Discovery: the perf drain thread names each process of the tree that maps a
+//!   `python*`/`libpython*` executable (MMAP2 records) or is forked from one (FORK);
+//!   every [`SCAN_EVERY`] ticks a full scan of the tree (the root and its descendants,
+//!   by `PPid` in `/proc/*/stat`) catches what that missed. A process is a candidate
+//!   when its executable's name contains `python` or its maps hold a `libpython`; it is
+//!   looked at again whenever its executable changes (a shell or pyenv's bash shim that
+//!   execs the interpreter keeps its pid). An interpreter still starting is retried at
+//!   each scan for [`ATTACH_FOR_NS`] (3 s); one that cannot be read (by then, or by the
+//!   end of the run) gives a warning naming it and py-spy's reason (for an unsupported
+//!   version: "Unsupported version of Python: X.Y.Z").
 //! - Reading: `PythonSpy::get_stack_traces` with `LockingStrategy::NonBlocking` copies
 //!   the interpreter's thread states and frames with `process_vm_readv` while the
 //!   target runs (~250 µs a read): a stack can be torn (read while it changed); the
@@ -34,12 +35,12 @@ use crate::profile::{PythonFrame, PythonInterpreter, PythonSample, PythonStacks}
 
 /// Reads per second and process.
 pub const RATE_HZ: u32 = 100;
-/// Tree scans happen every other tick for the first [`EAGER_TICKS`] (1 s: an
-/// interpreter started with the run is found within 20 ms), then every this many ticks
-/// (100 ms).
-/// A scan reads `/proc/*/stat`: about 1 ms with a hundred processes.
-const SCAN_EVERY: u32 = 10;
-const EAGER_TICKS: u32 = 100;
+/// Full tree scans happen every this many ticks (500 ms): a scan reads `/proc/*/stat`,
+/// about 1.2 ms with a hundred processes. In between, the perf drain thread names the
+/// processes that map a Python executable (`Processor::set_python_hint`, from their
+/// MMAP2 records, 20-30 ms after the fact), and only those, and the ones still being
+/// attached, are looked at.
+const SCAN_EVERY: u32 = 50;
 /// How long an interpreter that cannot be read yet is retried, from its first try.
 const ATTACH_FOR_NS: u64 = 3_000_000_000;
 /// An interpreter that exits unreadable within this long of its first try is not
@@ -57,14 +58,14 @@ pub struct Running {
 
 /// Start the sampler on the tree rooted at `root`; None when `PROFMAP_PYTHON=0` turns
 /// it off (to measure what it costs) or its thread cannot be started.
-pub fn start(root: i32) -> Option<Running> {
+pub fn start(root: i32, hints: mpsc::Receiver<i32>) -> Option<Running> {
     if std::env::var_os("PROFMAP_PYTHON").is_some_and(|v| v == "0") {
         return None;
     }
     let (stop, rx) = mpsc::channel();
     let thread = std::thread::Builder::new()
         .name("profmap-python".into())
-        .spawn(move || run(root, rx))
+        .spawn(move || run(root, rx, hints))
         .ok()?;
     Some(Running { stop, thread })
 }
@@ -135,7 +136,11 @@ struct State {
     warnings: Vec<String>,
 }
 
-fn run(root: i32, stop: mpsc::Receiver<()>) -> (PythonStacks, Vec<String>) {
+fn run(
+    root: i32,
+    stop: mpsc::Receiver<()>,
+    hints: mpsc::Receiver<i32>,
+) -> (PythonStacks, Vec<String>) {
     let mut st = State {
         root,
         seen: HashMap::new(),
@@ -154,8 +159,11 @@ fn run(root: i32, stop: mpsc::Receiver<()>) -> (PythonStacks, Vec<String>) {
             Ok(()) | Err(mpsc::TryRecvError::Disconnected) => break,
             Err(mpsc::TryRecvError::Empty) => {}
         }
-        if (tick < EAGER_TICKS && tick.is_multiple_of(2)) || tick.is_multiple_of(SCAN_EVERY) {
-            scan(&mut st);
+        let hinted: Vec<i32> = hints.try_iter().collect();
+        if tick.is_multiple_of(SCAN_EVERY) {
+            scan(&mut st, None);
+        } else if !hinted.is_empty() || st.pending() {
+            scan(&mut st, Some(&hinted));
         }
         tick = tick.wrapping_add(1);
         read_all(&mut st);
@@ -222,9 +230,41 @@ fn looks_like_python(pid: i32, exe: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains("libpython"))
 }
 
-fn scan(st: &mut State) {
+impl State {
+    /// Some interpreter is waiting to be attached.
+    fn pending(&self) -> bool {
+        self.seen
+            .values()
+            .any(|s| matches!(s, Seen::Pending { .. } | Seen::Other { checks: 0, .. }))
+    }
+}
+
+/// True for a path naming a CPython executable or library (`python3.11`,
+/// `libpython3.11.so.1.0`).
+pub(crate) fn is_python_path(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.starts_with("python") || name.starts_with("libpython")
+}
+
+/// Look at the whole tree (`only` None) or at the hinted pids and the ones pending.
+fn scan(st: &mut State, only: Option<&[i32]>) {
     let me = std::process::id() as i32;
-    for pid in tree(st.root) {
+    let pids: Vec<i32> = match only {
+        None => tree(st.root),
+        Some(hinted) => {
+            let mut v: Vec<i32> = st
+                .seen
+                .iter()
+                .filter(|(_, s)| matches!(s, Seen::Pending { .. } | Seen::Other { checks: 0, .. }))
+                .map(|(p, _)| *p)
+                .collect();
+            v.extend_from_slice(hinted);
+            v.sort_unstable();
+            v.dedup();
+            v
+        }
+    };
+    for pid in pids {
         if pid == me {
             continue;
         }

@@ -550,7 +550,9 @@ impl PerfSampler {
         };
         // SAFETY: getpid cannot fail.
         let me = unsafe { libc::getpid() };
-        let processor = Processor::new(stack_bytes, nominal, me);
+        let mut processor = Processor::new(stack_bytes, nominal, me);
+        let (hint_tx, hint_rx) = mpsc::channel::<i32>();
+        processor.set_python_hint(hint_tx);
         let (tx, rx) = mpsc::channel::<u64>();
         let desc = description.clone();
         // Without switch-out stacks, blocked threads are looked at through /proc.
@@ -563,7 +565,7 @@ impl PerfSampler {
             .name("profmap-perf-drain".into())
             .spawn(move || drain_loop(opened, processor, rx, desc, freq, warnings, poll_blocked))
             .map_err(|e| Error::Tool(format!("cannot start the drain thread: {e}")))?;
-        let python = super::python::start(pid);
+        let python = super::python::start(pid, hint_rx);
         Ok(PerfSampler {
             stop: Some(tx),
             thread: Some(thread),
