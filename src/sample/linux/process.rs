@@ -308,7 +308,7 @@ impl Processor {
         if exec
             && is_file
             && let Some((tx, told)) = &mut self.python_hint
-            && super::python::is_python_path(&path)
+            && super::pyfind::is_python_path(&path)
             && told.insert(pid)
         {
             let _ = tx.send(pid);

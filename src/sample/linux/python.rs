@@ -30,6 +30,7 @@ use std::time::Duration;
 use py_spy::config::LockingStrategy;
 use py_spy::{Config, PythonSpy, StackTrace};
 
+use super::pyfind::{alive, exe_of, looks_like_python, module_name, tree};
 use super::sys::monotonic_ns;
 use crate::profile::{PythonFrame, PythonInterpreter, PythonSample, PythonStacks};
 
@@ -185,51 +186,6 @@ fn run(
     (out, st.warnings)
 }
 
-/// The tree: `root` and its descendants now.
-fn tree(root: i32) -> Vec<i32> {
-    let mut parent: Vec<(i32, i32)> = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return vec![root];
-    };
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        if let Some(pp) = ppid(pid) {
-            parent.push((pid, pp));
-        }
-    }
-    let mut out = vec![root];
-    let mut k = 0;
-    while k < out.len() {
-        let p = out[k];
-        out.extend(parent.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
-        k += 1;
-    }
-    out
-}
-
-fn ppid(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may hold spaces: fields follow the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
-}
-
-fn exe_of(pid: i32) -> Option<String> {
-    std::fs::read_link(format!("/proc/{pid}/exe"))
-        .ok()
-        .map(|p| p.to_string_lossy().into_owned())
-}
-
-fn looks_like_python(pid: i32, exe: &str) -> bool {
-    let name = exe.rsplit('/').next().unwrap_or(exe);
-    if name.contains("python") {
-        return true;
-    }
-    std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains("libpython"))
-}
-
 impl State {
     /// Some interpreter is waiting to be attached.
     fn pending(&self) -> bool {
@@ -237,13 +193,6 @@ impl State {
             .values()
             .any(|s| matches!(s, Seen::Pending { .. } | Seen::Other { checks: 0, .. }))
     }
-}
-
-/// True for a path naming a CPython executable or library (`python3.11`,
-/// `libpython3.11.so.1.0`).
-pub(crate) fn is_python_path(path: &str) -> bool {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    name.starts_with("python") || name.starts_with("libpython")
 }
 
 /// Look at the whole tree (`only` None) or at the hinted pids and the ones pending.
@@ -347,10 +296,6 @@ fn unreadable(pid: i32, exe: &str, why: &str) -> String {
     )
 }
 
-fn alive(pid: i32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
-}
-
 fn read_all(st: &mut State) {
     let pids: Vec<i32> = st
         .seen
@@ -418,29 +363,4 @@ fn intern(st: &mut State, f: &py_spy::Frame) -> u32 {
         frames.push(k.clone());
         (frames.len() - 1) as u32
     })
-}
-
-/// `json/decoder.py` → `json.decoder`; `pkg/__init__.py` → `pkg`; a path outside
-/// `sys.path` keeps its file name without `.py`.
-pub(crate) fn module_name(short: &str) -> String {
-    let trimmed = short.trim_start_matches("./").trim_start_matches('/');
-    let stem = trimmed.strip_suffix(".py").unwrap_or(trimmed);
-    let stem = stem.strip_suffix("/__init__").unwrap_or(stem);
-    if short.starts_with('/') {
-        return stem.rsplit('/').next().unwrap_or(stem).to_string();
-    }
-    stem.replace('/', ".")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::module_name;
-
-    #[test]
-    fn module_names() {
-        assert_eq!(module_name("json/decoder.py"), "json.decoder");
-        assert_eq!(module_name("email/__init__.py"), "email");
-        assert_eq!(module_name("/tmp/x/split.py"), "split");
-        assert_eq!(module_name("<frozen runpy>"), "<frozen runpy>");
-    }
 }
