@@ -16,8 +16,9 @@ use common::profmap;
 use predicates::prelude::*;
 use profmap::error::Error;
 use profmap::profile::{
-    FileReads, MAX_JSON_BYTES, Recording, Resource, ResourceKind, SampleKind, SocketTraffic, Turn,
-    WaitOn, WaitState, Waker, read_recording, write_recording,
+    FileReads, MAX_JSON_BYTES, MergeStats, PythonFrame, PythonSample, Recording, Resource,
+    ResourceKind, SampleKind, SocketTraffic, Turn, WaitOn, WaitState, Waker, read_recording,
+    write_recording,
 };
 use proptest::prelude::*;
 
@@ -48,6 +49,10 @@ enum Damage {
     Socket(Option<u32>, u64, usize),
     /// A page-cache read row with these pages.
     FileRead(u64),
+    /// A Python sample pointing at this Python frame (there is one).
+    PythonFrame(u32),
+    /// Python merge stats: this many merged out of 10 candidates.
+    PythonMerged(u64),
 }
 
 fn index() -> impl Strategy<Value = u32> {
@@ -84,6 +89,8 @@ fn damage() -> impl Strategy<Value = Damage> {
         (proptest::option::of(index()), any::<u64>(), 0usize..5000)
             .prop_map(|(r, n, t)| Damage::Socket(r, n, t)),
         any::<u64>().prop_map(Damage::FileRead),
+        index().prop_map(Damage::PythonFrame),
+        any::<u64>().prop_map(Damage::PythonMerged),
     ]
 }
 
@@ -165,6 +172,31 @@ fn apply(rec: &mut Recording, d: &Damage) {
             pages_read: pages,
             extent_pages: pages,
         }),
+        Damage::PythonFrame(f) => {
+            s.python.frames = vec![PythonFrame {
+                function: "main".into(),
+                file: "/app/main.py".into(),
+                module: "main".into(),
+                line: Some(3),
+            }];
+            s.python.samples.push(PythonSample {
+                pid: 1,
+                tid: 1,
+                time_ns: 0,
+                frames: vec![0, f],
+                active: true,
+                owns_gil: true,
+            });
+        }
+        Damage::PythonMerged(merged) => {
+            s.python.merge = Some(MergeStats {
+                window_ns: 20_000_000,
+                candidates: 10,
+                merged,
+                no_python_sample_near: 0,
+                no_eval_frame: 0,
+            });
+        }
         Damage::Amount(v) => {
             for r in rec.profiled_run.iter_mut() {
                 r.read_bytes = v;
@@ -339,6 +371,14 @@ fn the_first_problem_is_named() {
         (
             Damage::FileRead(u64::MAX),
             "file read 0 pages_read is 18446744073709551615".into(),
+        ),
+        (
+            Damage::PythonFrame(7),
+            "Python sample 0 points at frame 7 but there are 1 Python frames".into(),
+        ),
+        (
+            Damage::PythonMerged(11),
+            "the Python merge counts 11 outcomes for 10 candidate samples".into(),
         ),
     ];
     for (damage, message) in cases {

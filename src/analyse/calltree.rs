@@ -407,7 +407,7 @@ impl<'a> Builder<'a> {
         if let Some(p) = self.paths.get(&leaf) {
             return p.clone();
         }
-        let ids = self.p.stack_frame_ids(leaf);
+        let ids = crate::profile::analysed_frame_ids(self.p, leaf);
         let frames = &self.p.frames;
         let any_user = ids
             .iter()

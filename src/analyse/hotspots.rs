@@ -144,7 +144,7 @@ fn explained(p: &SampledProfile, tree: &CallTree, i: usize) -> bool {
 }
 
 fn stack_fns(p: &SampledProfile, leaf: u32, frame_fn: &[u32]) -> StackFns {
-    let frames = p.stack_frame_ids(leaf);
+    let frames = crate::profile::analysed_frame_ids(p, leaf);
     // The function whose machine code frame `k` ran in: inlined frames belong to the
     // nearest caller that was not inlined.
     let owner = |mut k: usize| {

@@ -4,8 +4,9 @@
 //! function kept as the detail ("main (demo.rs:20) in clock_nanosleep").
 //!
 //! "Library" here is the system's C and C++ runtimes, the dynamic loader, the vDSO,
-//! the kernel and Rust's standard library; anything else (the program, its own shared
-//! objects, an interpreter's code until Python frames exist) is the user's.
+//! the kernel, Rust's standard library and Python's (its frozen modules and the files
+//! under `lib/pythonX.Y/` outside `site-packages`); anything else (the program, its own
+//! shared objects, its Python code, installed Python packages) is the user's.
 
 use crate::profile::{Frame, FrameKind, SampledProfile};
 
@@ -41,6 +42,15 @@ pub fn is_system(f: &Frame) -> bool {
             .is_some_and(|m| SYSTEM_MODULES.iter().any(|s| m.starts_with(s)))
         || RUNTIME_FUNCTIONS.iter().any(|s| f.function.starts_with(s))
         || f.file.as_deref().is_some_and(|p| p.starts_with("/rustc/"))
+        || is_python_stdlib(f)
+}
+
+/// A Python frame of the interpreter's standard library.
+fn is_python_stdlib(f: &Frame) -> bool {
+    f.kind == FrameKind::Python
+        && f.file.as_deref().is_some_and(|p| {
+            p.starts_with("<frozen ") || (p.contains("/lib/python") && !p.contains("-packages/"))
+        })
 }
 
 /// The nearest caller of `node` (a function node) that is the user's own code, if any.
@@ -89,5 +99,22 @@ mod tests {
             Some("examples/demo.rs")
         )));
         assert!(!is_system(&frame("PQexec", "libpq.so.5", None)));
+    }
+
+    #[test]
+    fn python_standard_library_frames_are_system_code_the_script_is_not() {
+        let py = |file: &str| Frame {
+            kind: FrameKind::Python,
+            ..frame("f", "m", Some(file))
+        };
+        assert!(is_system(&py("/usr/lib/python3.11/socket.py")));
+        assert!(is_system(&py(
+            "/root/.pyenv/versions/3.11.7/lib/python3.11/json/decoder.py"
+        )));
+        assert!(is_system(&py("<frozen importlib._bootstrap>")));
+        assert!(!is_system(&py(
+            "/usr/lib/python3/dist-packages/requests/api.py"
+        )));
+        assert!(!is_system(&py("/home/me/app/main.py")));
     }
 }

@@ -18,6 +18,7 @@
 mod baseline;
 mod instrumented;
 mod io;
+mod python;
 mod sampled;
 mod source;
 pub mod validate;
@@ -27,6 +28,10 @@ pub use baseline::{
 };
 pub use instrumented::{InstrumentedFile, TracedFunction};
 pub use io::{read_recording, write_recording};
+pub use python::{
+    MergeStats, PythonFrame, PythonInterpreter, PythonSample, PythonStacks, analysed_frame_ids,
+    is_interpreter_frame,
+};
 pub use sampled::{
     FileReads, Frame, FrameKind, MAX_TURNS_PER_SOCKET, ProcessInfo, Protocol, Resource,
     ResourceKind, SampleKind, SampleQuality, SampledProfile, SocketTraffic, StackNode, ThreadInfo,

@@ -44,6 +44,9 @@ pub struct SampledProfile {
     /// Page-cache reads per (process, file), from `filemap:mm_filemap_get_pages`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub file_reads: Vec<FileReads>,
+    /// Python stacks read during the run (already merged into `samples`' stacks).
+    #[serde(default, skip_serializing_if = "super::python::PythonStacks::is_empty")]
+    pub python: super::python::PythonStacks,
 }
 
 /// What a connection speaks, recognised from its first bytes.

@@ -18,7 +18,9 @@
 //! - a socket whose resource index is out of range, with more turns than
 //!   `MAX_TURNS_PER_SOCKET` or than its round trips, more round trips than calls in
 //!   its reply direction, or last traffic before its first; counts past the limits in
-//!   socket and page-cache tables.
+//!   socket and page-cache tables;
+//! - Python stacks (see `python::validate`): frame indices out of range, merge counts
+//!   that do not add up.
 
 use std::fmt::Display;
 
@@ -183,6 +185,7 @@ fn sampled(s: &SampledProfile) -> Result<(), String> {
     waits(s)?;
     sockets(s)?;
     file_reads(s)?;
+    super::python::validate(&s.python)?;
     texts("sampling warning", &s.quality.warnings)
 }
 
@@ -341,7 +344,7 @@ fn in_range(what: impl Display, stack: Option<u32>, stacks: usize) -> Result<(),
     }
 }
 
-fn count(what: impl Display, n: usize, limit: usize) -> Result<(), String> {
+pub(super) fn count(what: impl Display, n: usize, limit: usize) -> Result<(), String> {
     if n > limit {
         return Err(format!("{n} {what} (limit {limit})"));
     }
@@ -358,21 +361,21 @@ fn figure(what: impl Display, v: f64) -> Result<(), String> {
 }
 
 /// A count or size (bytes, KiB, switches, faults): at most [`MAX_AMOUNT`].
-fn amount(what: impl Display, v: u64) -> Result<(), String> {
+pub(super) fn amount(what: impl Display, v: u64) -> Result<(), String> {
     if v > MAX_AMOUNT {
         return Err(format!("{what} is {v} (limit {MAX_AMOUNT})"));
     }
     Ok(())
 }
 
-fn ns(what: impl Display, v: u64) -> Result<(), String> {
+pub(super) fn ns(what: impl Display, v: u64) -> Result<(), String> {
     if v > MAX_NS {
         return Err(format!("{what} is {v} ns (limit {MAX_NS})"));
     }
     Ok(())
 }
 
-fn text(what: impl Display, s: &str) -> Result<(), String> {
+pub(super) fn text(what: impl Display, s: &str) -> Result<(), String> {
     if s.len() > MAX_STRING {
         return Err(format!(
             "{what} is {} bytes long (limit {MAX_STRING})",
@@ -382,7 +385,7 @@ fn text(what: impl Display, s: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn opt_text(what: impl Display, s: Option<&str>) -> Result<(), String> {
+pub(super) fn opt_text(what: impl Display, s: Option<&str>) -> Result<(), String> {
     s.map_or(Ok(()), |s| text(what, s))
 }
 

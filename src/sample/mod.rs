@@ -144,5 +144,8 @@ pub struct RawProfile {
     /// Page-cache reads were recorded (see `profile::SampledProfile::file_reads_recorded`).
     pub file_reads_recorded: bool,
     pub file_reads: Vec<crate::profile::FileReads>,
+    /// Python stacks read from the tree's CPython interpreters (see
+    /// `linux::python`); empty when no process of the tree was one.
+    pub python: crate::profile::PythonStacks,
     pub warnings: Vec<String>,
 }

@@ -12,9 +12,12 @@
 //!   binary file the offset is that of the containing function's start when its
 //!   `.eh_frame` knows it (see [`stripped`]), so one function is one frame.
 //! - Stacks are re-interned as a prefix tree, root first, over the symbolized frames.
+//! - Python stacks read during the run are merged where the interpreter's evaluation
+//!   frames stand (see [`python`]).
 
 mod debugfile;
 mod perfmap;
+mod python;
 mod stripped;
 
 use std::collections::HashMap;
@@ -139,9 +142,11 @@ pub fn symbolize(raw: &RawProfile) -> SampledProfile {
         file_reads: raw.file_reads.clone(),
         resources: raw.resources.clone(),
         waits: Vec::new(),
+        python: Default::default(),
     };
     let waits: Vec<_> = raw.samples.iter().map(|s| s.wait).collect();
     crate::sample::waiton::attach_waits(&mut profile, &waits);
+    python::merge(&mut profile, raw.python.clone());
     profile
 }
 

@@ -13,6 +13,8 @@
 //!   trips per socket), `fileio` (pages read per file), `peek` (first payload bytes,
 //!   file paths), `netpeer` (peer → local service) and `unixdiag` (Unix socket peers
 //!   through sock_diag).
+//! - `python`: the Python sampler thread (CPython stacks of the tree, py-spy's reader);
+//!   `pyfind`: which processes of the tree are interpreters.
 //! - `watcher`: `TaskWatcher`, counting processes without samples.
 //! - `doctor`: `probe_capabilities`.
 
@@ -25,6 +27,8 @@ mod netpeer;
 mod offcpu;
 mod peek;
 mod process;
+mod pyfind;
+mod python;
 mod sampler;
 mod sidecar;
 mod sidetp;

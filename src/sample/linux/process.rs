@@ -113,6 +113,9 @@ struct ThreadState {
 
 /// The state machine fed by the drain thread.
 pub(crate) struct Processor {
+    /// Where a process mapping a `python*`/`libpython*` executable, or forked from
+    /// one, is announced (to the Python sampler, see `python`), once per pid.
+    python_hint: Option<(std::sync::mpsc::Sender<i32>, std::collections::HashSet<i32>)>,
     stack_bytes: u32,
     /// On-CPU weight: Some(ns) for a fixed nominal period, None to use the sample period.
     nominal_period_ns: Option<u64>,
@@ -153,6 +156,7 @@ impl std::fmt::Debug for Processor {
 impl Processor {
     pub(crate) fn new(stack_bytes: u32, nominal_period_ns: Option<u64>, root_ppid: i32) -> Self {
         Processor {
+            python_hint: None,
             stack_bytes,
             nominal_period_ns,
             root_ppid,
@@ -275,6 +279,13 @@ impl Processor {
                     child.exit_ns = None;
                     child.awaiting_exe = false;
                     self.procs.insert(f.pid, child);
+                    // A forked interpreter (a multiprocessing worker) maps nothing new.
+                    if let Some((tx, told)) = &mut self.python_hint
+                        && told.contains(&f.ppid)
+                        && told.insert(f.pid)
+                    {
+                        let _ = tx.send(f.pid);
+                    }
                 }
                 let name = self
                     .threads
@@ -329,6 +340,14 @@ impl Processor {
         } else {
             None
         };
+        if exec
+            && is_file
+            && let Some((tx, told)) = &mut self.python_hint
+            && super::pyfind::is_python_path(&path)
+            && told.insert(pid)
+        {
+            let _ = tx.send(pid);
+        }
         let p = self.procs.entry(pid).or_insert_with(|| Proc::new(None));
         if p.awaiting_exe && is_file {
             p.exe = Some(path.clone());
@@ -566,6 +585,11 @@ impl Processor {
     }
 
     /// A new drain round: descriptor look-ups get their budget back.
+    /// Announce processes that map a Python executable on `tx`.
+    pub(crate) fn set_python_hint(&mut self, tx: std::sync::mpsc::Sender<i32>) {
+        self.python_hint = Some((tx, std::collections::HashSet::new()));
+    }
+
     pub(crate) fn new_round(&mut self) {
         self.fds.new_round();
     }
@@ -778,6 +802,7 @@ impl Processor {
             sockets: Vec::new(),
             file_reads_recorded: false,
             file_reads: Vec::new(),
+            python: Default::default(),
             warnings,
         }
     }

@@ -74,6 +74,8 @@ pub struct PerfSampler {
     thread: Option<JoinHandle<RawProfile>>,
     /// The socket and page-cache evidence thread, when its events were opened.
     side: Option<sidecar::Running>,
+    /// The Python stack sampler (see `python`), when its thread could be started.
+    python: Option<super::python::Running>,
     /// Human description, e.g. "perf_event cpu-clock + sched_switch, dwarf unwinding".
     pub description: String,
 }
@@ -548,7 +550,9 @@ impl PerfSampler {
         };
         // SAFETY: getpid cannot fail.
         let me = unsafe { libc::getpid() };
-        let processor = Processor::new(stack_bytes, nominal, me);
+        let mut processor = Processor::new(stack_bytes, nominal, me);
+        let (hint_tx, hint_rx) = mpsc::channel::<i32>();
+        processor.set_python_hint(hint_tx);
         let (tx, rx) = mpsc::channel::<u64>();
         let desc = description.clone();
         // Without switch-out stacks, blocked threads are looked at through /proc.
@@ -561,10 +565,12 @@ impl PerfSampler {
             .name("profmap-perf-drain".into())
             .spawn(move || drain_loop(opened, processor, rx, desc, freq, warnings, poll_blocked))
             .map_err(|e| Error::Tool(format!("cannot start the drain thread: {e}")))?;
+        let python = super::python::start(pid, hint_rx);
         Ok(PerfSampler {
             stop: Some(tx),
             thread: Some(thread),
             side,
+            python,
             description,
         })
     }
@@ -576,6 +582,7 @@ impl PerfSampler {
             let _ = tx.send(t0_ns);
         }
         let side = self.side.take().map(|s| s.finish(t0_ns)).transpose()?;
+        let python = self.python.take().map(|p| p.finish(t0_ns));
         let thread = self
             .thread
             .take()
@@ -585,6 +592,10 @@ impl PerfSampler {
             .map_err(|_| Error::Tool("the perf drain thread panicked".into()))?;
         if let Some(side) = side {
             sidecar::merge(&mut raw, side);
+        }
+        if let Some((stacks, warnings)) = python {
+            raw.python = stacks;
+            raw.warnings.extend(warnings);
         }
         Ok(raw)
     }
@@ -600,6 +611,9 @@ impl Drop for PerfSampler {
         }
         if let Some(s) = self.side.take() {
             let _ = s.finish(0);
+        }
+        if let Some(p) = self.python.take() {
+            let _ = p.finish(0);
         }
     }
 }

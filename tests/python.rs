@@ -1,0 +1,359 @@
+//! Python programs end to end through the binary, on real interpreters: Python stacks
+//! read during the run and merged into the native profile, so steps, hotspots and
+//! bottlenecks name Python functions (issue 9 §1). Launchers: Debian's stripped
+//! `/usr/bin/python3`, `sh -c`, and pyenv's bash shim (which execs the interpreter).
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use common::{profmap, valid_map};
+use profmap::profile::{FrameKind, SampledProfile};
+use serde_json::Value;
+
+const DEBIAN_PYTHON: &str = "/usr/bin/python3";
+const PYENV_SHIM: &str = "/root/.pyenv/shims/python3";
+
+/// CPU-bound runs on a 2-core machine: one at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/python")
+        .join(name)
+}
+
+fn record(out: &Path, cmd: &[&str]) -> (Value, SampledProfile) {
+    profmap()
+        .args(["record", "-q", "--out"])
+        .arg(out)
+        .arg("--")
+        .args(cmd)
+        .assert()
+        .success();
+    let map = valid_map(out);
+    let rec = profmap::profile::read_recording(&out.join("profile.json.gz")).expect("recording");
+    (map, rec.sampled.expect("sampled profile"))
+}
+
+fn hotspot_sum(map: &Value, function: &str, field: &str) -> f64 {
+    map["profile_result"]["hotspots"]
+        .as_array()
+        .expect("hotspots")
+        .iter()
+        .filter(|h| h["function"] == function)
+        .map(|h| h[field].as_f64().expect(field))
+        .sum()
+}
+
+fn find_step<'a>(steps: &'a Value, function: &str) -> Option<&'a Value> {
+    for s in steps.as_array()? {
+        if s["function"] == function {
+            return Some(s);
+        }
+        if let Some(found) = find_step(&s["children"], function) {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// The Python table is there, one interpreter was read, and most of its samples met
+/// a Python stack; prints the figures.
+fn check_python_table(p: &SampledProfile, version_prefix: &str) {
+    let py = &p.python;
+    assert_eq!(
+        py.interpreters.len(),
+        1,
+        "{:?} {:?}",
+        py.interpreters,
+        p.quality.warnings
+    );
+    assert!(
+        py.interpreters[0].version.starts_with(version_prefix),
+        "{:?}",
+        py.interpreters
+    );
+    let m = py.merge.expect("merge stats");
+    let share = m.merged as f64 / m.candidates.max(1) as f64;
+    eprintln!(
+        "python: {} reads ({} failed), {:.0} µs per read, merge {m:?} ({:.1}% merged)",
+        py.reads,
+        py.failed_reads,
+        py.read_ns as f64 / py.reads.max(1) as f64 / 1e3,
+        share * 100.0
+    );
+    assert!(py.reads > 20, "{} reads", py.reads);
+    assert!(share > 0.8, "only {:.1}% merged: {m:?}", share * 100.0);
+    assert!(p.frames.iter().any(|f| f.kind == FrameKind::Python));
+}
+
+/// The three functions' CPU split is 5:3:2 (± 5 points: about 350 Python reads (3.5 s at 100 Hz) give
+/// a standard error near 2.7 points on a 50% share), they are steps, and their
+/// location is the script's `file:line`.
+fn check_split(map: &Value, what: &str) {
+    let names = ["alpha", "beta", "gamma"];
+    let cpu: Vec<f64> = names
+        .iter()
+        .map(|f| hotspot_sum(map, f, "self_cpu_time_ms"))
+        .collect();
+    let total: f64 = cpu.iter().sum();
+    assert!(total > 0.0, "{what}: no CPU time in the three functions");
+    for ((got, want), name) in cpu.iter().zip([50.0, 30.0, 20.0]).zip(names) {
+        let rel = got / total * 100.0;
+        assert!(
+            (rel - want).abs() <= 5.0,
+            "{what}: {name} has {rel:.1}% of the three's CPU, want {want} ({cpu:?})"
+        );
+    }
+    let steps = &map["profile_result"]["performance_map"]["steps"];
+    for name in names {
+        let s = find_step(steps, name).unwrap_or_else(|| panic!("{what}: no step {name}"));
+        let loc = s["location"].as_str().unwrap_or_default();
+        assert!(
+            loc.contains("three_funcs.py:"),
+            "{what}: step {name} at {loc}"
+        );
+    }
+}
+
+fn three_funcs(what: &str, cmd: &[&str], version_prefix: &str) {
+    let _one = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    let (map, p) = record(d.path(), cmd);
+    check_python_table(&p, version_prefix);
+    check_split(&map, what);
+}
+
+#[test]
+fn debian_stripped_python_three_functions_5_3_2() {
+    let _one = serial();
+    let s = script("three_funcs.py");
+    let d = tempfile::tempdir().expect("tempdir");
+    let first = d.path().join("first");
+    let (map, p) = record(&first, &[DEBIAN_PYTHON, s.to_str().unwrap(), "800000"]);
+    check_python_table(&p, "3.");
+    check_split(&map, "debian");
+    // `report` reads the merged stacks back from the recording: the same map.
+    let second = d.path().join("second");
+    profmap()
+        .args(["report", "-q"])
+        .arg(first.join("profile.json.gz"))
+        .arg("--out")
+        .arg(&second)
+        .assert()
+        .success();
+    let again = valid_map(&second);
+    for key in ["hotspots", "performance_map", "top_bottlenecks"] {
+        assert_eq!(
+            map["profile_result"][key], again["profile_result"][key],
+            "{key} differs"
+        );
+    }
+    // The flamegraph keeps the interpreter's frames under the Python functions.
+    let folded = std::fs::read_to_string(first.join("stacks.folded")).expect("folded");
+    assert!(
+        folded.lines().any(|l| l.contains(";alpha;python3.11+0x")),
+        "no interpreter frame under alpha in the folded stacks"
+    );
+}
+
+#[test]
+fn through_sh_c_three_functions_5_3_2() {
+    let s = script("three_funcs.py");
+    let line = format!("{DEBIAN_PYTHON} {} 800000; true", s.display());
+    three_funcs("sh -c", &["sh", "-c", &line], "3.");
+}
+
+#[test]
+fn through_the_pyenv_shim_three_functions_5_3_2() {
+    assert!(
+        Path::new(PYENV_SHIM).exists(),
+        "this machine's pyenv shim {PYENV_SHIM} is missing"
+    );
+    let s = script("three_funcs.py");
+    three_funcs(
+        "pyenv",
+        &[PYENV_SHIM, s.to_str().unwrap(), "800000"],
+        "3.11.7",
+    );
+}
+
+/// A server outside the profiled tree; killed on drop.
+struct Server(Child, u16);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn server(delay_s: &str) -> Server {
+    let mut child = Command::new(DEBIAN_PYTHON)
+        .arg(script("echo_server.py"))
+        .arg(delay_s)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("server");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("port");
+    let port = line.trim().parse().expect("a port");
+    Server(child, port)
+}
+
+#[test]
+fn a_socket_wait_lands_on_its_python_function_with_its_class() {
+    let _one = serial();
+    let srv = server("0.25");
+    let d = tempfile::tempdir().expect("tempdir");
+    let port = srv.1.to_string();
+    let s = script("wait_and_compute.py");
+    let (map, p) = record(d.path(), &[DEBIAN_PYTHON, s.to_str().unwrap(), &port, "4"]);
+    check_python_table(&p, "3.");
+    let top = &map["profile_result"]["top_bottlenecks"];
+    let first = &top[0];
+    assert_eq!(first["function"], "wait_reply", "{top}");
+    assert_eq!(first["type"], "I/O-Network", "{first}");
+    assert!(
+        first["location"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("wait_and_compute.py:"),
+        "{first}"
+    );
+    // Four waits of 250 ms: about a second of the run's wall time.
+    let share = first["share"].as_f64().expect("share");
+    assert!(share > 40.0, "wait_reply holds {share}%");
+    let steps = &map["profile_result"]["performance_map"]["steps"];
+    let compute = find_step(steps, "compute").expect("a compute step");
+    assert_eq!(compute["classification"], "CPU", "{compute}");
+    assert!(hotspot_sum(&map, "compute", "self_cpu_time_ms") > 50.0);
+}
+
+#[test]
+fn each_thread_gets_its_own_python_stacks() {
+    let _one = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    let s = script("threads.py");
+    let (map, p) = record(d.path(), &[DEBIAN_PYTHON, s.to_str().unwrap()]);
+    check_python_table(&p, "3.");
+    let py = &p.python;
+    let leaf_tids = |name: &str| {
+        let mut tids: Vec<i32> = py
+            .samples
+            .iter()
+            .filter(|x| {
+                x.frames
+                    .last()
+                    .is_some_and(|&f| py.frames[f as usize].function == name)
+            })
+            .map(|x| x.tid)
+            .collect();
+        tids.sort_unstable();
+        tids.dedup();
+        tids
+    };
+    let (crunch, nap) = (leaf_tids("crunch"), leaf_tids("nap"));
+    assert_eq!(crunch.len(), 1, "crunch seen on threads {crunch:?}");
+    assert_eq!(nap.len(), 1, "nap seen on threads {nap:?}");
+    assert_ne!(crunch, nap);
+    assert!(crunch[0] != s_pid(&p) && nap[0] != s_pid(&p));
+    let steps = &map["profile_result"]["performance_map"]["steps"];
+    // crunch's CPU time is its own (its place on the critical path depends on how the
+    // GIL was handed over, so its class is not checked).
+    let c = find_step(steps, "crunch").expect("a crunch step");
+    assert!(c["cpu_time_ms"].as_f64().unwrap_or(0.0) > 50.0, "{c}");
+    let n = find_step(steps, "nap").expect("a nap step");
+    assert_eq!(n["classification"], "Idle", "{n}");
+}
+
+/// The interpreter's pid (its main thread's tid).
+fn s_pid(p: &SampledProfile) -> i32 {
+    p.python.interpreters[0].pid
+}
+
+/// pyenv's builds of CPython 3.8 to 3.13 (those on this machine), single-threaded: each
+/// is read and the three functions keep their order by CPU time.
+#[test]
+fn pyenv_cpython_3_8_to_3_13_are_read() {
+    let _one = serial();
+    let s = script("three_funcs.py");
+    let mut tried = 0;
+    for v in ["3.8.18", "3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0"] {
+        let exe = format!("/root/.pyenv/versions/{v}/bin/python3");
+        if !Path::new(&exe).exists() {
+            eprintln!("{exe} missing: skipped");
+            continue;
+        }
+        tried += 1;
+        let d = tempfile::tempdir().expect("tempdir");
+        let (map, p) = record(d.path(), &[&exe, s.to_str().unwrap(), "150000"]);
+        check_python_table(&p, v);
+        let cpu = |f: &str| hotspot_sum(&map, f, "self_cpu_time_ms");
+        let (a, b, c) = (cpu("alpha"), cpu("beta"), cpu("gamma"));
+        assert!(
+            a > b && b > c && c > 0.0,
+            "{v}: alpha {a}, beta {b}, gamma {c}"
+        );
+    }
+    assert!(tried >= 2, "fewer than two pyenv CPythons on this machine");
+}
+
+/// A program named like an interpreter that is not one: a warning naming it and why,
+/// the native profile as before.
+#[test]
+fn an_unreadable_interpreter_gets_a_warning_and_the_native_profile() {
+    let _one = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    let fake = d.path().join("python3-fake");
+    std::fs::copy("/bin/sleep", &fake).expect("copy sleep");
+    let out = d.path().join("out");
+    let (_, p) = record(&out, &[fake.to_str().unwrap(), "1"]);
+    let w: Vec<&String> = p
+        .quality
+        .warnings
+        .iter()
+        .filter(|w| w.contains("Python stacks cannot be read"))
+        .collect();
+    assert_eq!(w.len(), 1, "{:?}", p.quality.warnings);
+    assert!(w[0].contains("python3-fake"), "{}", w[0]);
+    assert!(p.python.interpreters.is_empty());
+    assert!(!p.samples.is_empty());
+}
+
+/// Workers started during the run (a multiprocessing pool) are found and read too.
+#[test]
+fn a_multiprocessing_pool_s_workers_are_read() {
+    let _one = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    let s = script("pool.py");
+    let (map, p) = record(d.path(), &[DEBIAN_PYTHON, s.to_str().unwrap()]);
+    let py = &p.python;
+    assert!(py.interpreters.len() >= 3, "{:?}", py.interpreters);
+    let mut workers: Vec<i32> = py
+        .samples
+        .iter()
+        .filter(|x| {
+            x.frames
+                .last()
+                .is_some_and(|&f| py.frames[f as usize].function == "work")
+        })
+        .map(|x| x.pid)
+        .collect();
+    workers.sort_unstable();
+    workers.dedup();
+    assert_eq!(workers.len(), 2, "work seen in processes {workers:?}");
+    let first = &map["profile_result"]["top_bottlenecks"][0];
+    assert_eq!(first["function"], "work", "{first}");
+    assert_eq!(first["type"], "CPU", "{first}");
+}
