@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::{find_step, hotspot_sum};
+
 use std::path::Path;
 
 use common::{compile, profmap, read_json, valid_map};
@@ -16,30 +18,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// A hotspot field summed over the rows of one function.
-fn hotspot_sum(map: &Value, function: &str, field: &str) -> f64 {
-    map["profile_result"]["hotspots"]
-        .as_array()
-        .expect("hotspots")
-        .iter()
-        .filter(|h| h["function"] == function)
-        .map(|h| h[field].as_f64().expect(field))
-        .sum()
-}
-
-/// Depth-first search of the steps tree for a function.
-fn find_step<'a>(steps: &'a Value, function: &str) -> Option<&'a Value> {
-    for s in steps.as_array()? {
-        if s["function"] == function {
-            return Some(s);
-        }
-        if let Some(found) = find_step(&s["children"], function) {
-            return Some(found);
-        }
-    }
-    None
 }
 
 fn steps(map: &Value) -> &Value {

@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::{find_step, hotspot_sum};
+
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -41,28 +43,6 @@ fn record(out: &Path, cmd: &[&str]) -> (Value, SampledProfile) {
     let map = valid_map(out);
     let rec = profmap::profile::read_recording(&out.join("profile.json.gz")).expect("recording");
     (map, rec.sampled.expect("sampled profile"))
-}
-
-fn hotspot_sum(map: &Value, function: &str, field: &str) -> f64 {
-    map["profile_result"]["hotspots"]
-        .as_array()
-        .expect("hotspots")
-        .iter()
-        .filter(|h| h["function"] == function)
-        .map(|h| h[field].as_f64().expect(field))
-        .sum()
-}
-
-fn find_step<'a>(steps: &'a Value, function: &str) -> Option<&'a Value> {
-    for s in steps.as_array()? {
-        if s["function"] == function {
-            return Some(s);
-        }
-        if let Some(found) = find_step(&s["children"], function) {
-            return Some(found);
-        }
-    }
-    None
 }
 
 /// The Python table is there, one interpreter was read, and most of its samples met

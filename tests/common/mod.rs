@@ -99,3 +99,30 @@ pub fn baseline(map: &serde_json::Value) -> &serde_json::Value {
 pub mod http;
 pub mod pg;
 pub mod sampling;
+
+/// A hotspot field summed over the rows of one function.
+pub fn hotspot_sum(map: &serde_json::Value, function: &str, field: &str) -> f64 {
+    map["profile_result"]["hotspots"]
+        .as_array()
+        .expect("hotspots")
+        .iter()
+        .filter(|h| h["function"] == function)
+        .map(|h| h[field].as_f64().expect(field))
+        .sum()
+}
+
+/// Depth-first search of a steps tree for a function.
+pub fn find_step<'a>(
+    steps: &'a serde_json::Value,
+    function: &str,
+) -> Option<&'a serde_json::Value> {
+    for s in steps.as_array()? {
+        if s["function"] == function {
+            return Some(s);
+        }
+        if let Some(found) = find_step(&s["children"], function) {
+            return Some(found);
+        }
+    }
+    None
+}

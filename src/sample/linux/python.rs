@@ -258,7 +258,12 @@ fn config() -> Config {
 }
 
 fn attach(st: &mut State, pid: i32, exe: String, since: u64) -> Seen {
-    let err = match PythonSpy::new(pid, &config()) {
+    // The reader may panic on a process that changes under it: that is an error of
+    // this one process, not the end of the Python sampler.
+    let made =
+        std::panic::catch_unwind(|| PythonSpy::new(pid, &config()).map_err(|e| format!("{e:#}")))
+            .unwrap_or_else(|_| Err(PANICKED.to_string()));
+    let err = match made {
         Ok(spy) => {
             st.out.interpreters.push(PythonInterpreter {
                 pid,
@@ -277,17 +282,23 @@ fn attach(st: &mut State, pid: i32, exe: String, since: u64) -> Seen {
         // An interpreter that exited while still unreadable after some tries says so;
         // one that exited at its first try (a short `python3 -c`) had nothing to read.
         if tried_for > EXIT_QUIET_NS {
-            st.warnings.push(unreadable(pid, &exe, &format!("{err:#}")));
+            st.warnings.push(unreadable(pid, &exe, &err));
         }
         return Seen::Done { exe };
     }
     if tried_for < ATTACH_FOR_NS {
-        let why = format!("{err:#}");
-        return Seen::Pending { exe, since, why };
+        return Seen::Pending {
+            exe,
+            since,
+            why: err,
+        };
     }
-    st.warnings.push(unreadable(pid, &exe, &format!("{err:#}")));
+    st.warnings.push(unreadable(pid, &exe, &err));
     Seen::Done { exe }
 }
+
+/// What a panic of the stack reader is reported as.
+const PANICKED: &str = "the stack reader panicked";
 
 fn unreadable(pid: i32, exe: &str, why: &str) -> String {
     format!(
@@ -308,7 +319,10 @@ fn read_all(st: &mut State) {
             continue;
         };
         let t = monotonic_ns();
-        let got = spy.get_stack_traces();
+        let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            spy.get_stack_traces().map_err(|_| ())
+        }))
+        .unwrap_or(Err(()));
         st.out.read_ns += monotonic_ns().saturating_sub(t);
         st.out.reads += 1;
         match got {
