@@ -33,7 +33,17 @@ fn peak_memory_of_an_allocating_program_within_5_percent() {
         (peak - 200.0).abs() <= 10.0,
         "peak {peak} MiB, expected 200 ± 5%"
     );
-    assert_eq!(b["memory_peak_basis"], "tree_sum");
+    // One process: the polled tree sum equals its rusage peak when a poll lands at the
+    // top; under load the last poll may land before the final pages are touched, and
+    // the (exact) rusage peak is then the figure. Either way it is within 5% above.
+    assert!(
+        matches!(
+            b["memory_peak_basis"].as_str(),
+            Some("tree_sum" | "largest_process")
+        ),
+        "{}",
+        b["memory_peak_basis"]
+    );
     let delta = b["memory_delta_mb"]
         .as_f64()
         .expect("delta measured for a 300 ms process");
