@@ -105,6 +105,12 @@ impl ResourceUse {
     }
 }
 
+/// The name a resource is shown and merged by: the service behind a local peer when
+/// known (`postgres:5432`), else its own name.
+pub fn shown_name(r: &Resource) -> &str {
+    r.service.as_deref().unwrap_or(&r.name)
+}
+
 /// Every resource waited on or talked to, most blocked time first (ties: by index).
 pub fn resource_use(p: &SampledProfile, tree: &super::calltree::CallTree) -> Vec<ResourceUse> {
     let critical = !matches!(tree.critical, super::calltree::CriticalModel::ThreadTime);
@@ -147,7 +153,7 @@ pub fn resource_use(p: &SampledProfile, tree: &super::calltree::CallTree) -> Vec
             Some(ResourceUse {
                 resource: i as u32,
                 kind: r.kind,
-                name: r.service.clone().unwrap_or_else(|| r.name.clone()),
+                name: shown_name(r).to_string(),
                 local: r.local.clone(),
                 peer: r.peer.clone(),
                 pid: r.pid,
@@ -199,7 +205,7 @@ pub fn round_trips(p: &SampledProfile, roles: &super::waited::Roles) -> RoundTri
     use crate::profile::Protocol;
     let key = |t: &crate::profile::SocketTraffic| {
         let r = t.resource.and_then(|i| p.resources.get(i as usize))?;
-        Some((t.pid, r.service.clone().unwrap_or_else(|| r.name.clone())))
+        Some((t.pid, shown_name(r).to_string()))
     };
     let http_peers: std::collections::HashSet<(i32, String)> = p
         .sockets

@@ -185,7 +185,7 @@ fn rows_by_resource(p: &SampledProfile, uses: &[ResourceUse]) -> Vec<Option<usiz
     p.resources
         .iter()
         .map(|r| {
-            let name = r.service.as_deref().unwrap_or(&r.name);
+            let name = super::resources::shown_name(r);
             at.get(&key(r.pid, r.kind, name)).copied()
         })
         .collect()

@@ -261,7 +261,7 @@ fn role_of(role: ResourceRole, peer_local: Option<bool>) -> ResourceRole {
 /// The key of a resource's row among the `ResourceUse`s: its process and shown name
 /// (the service behind a local peer when known, else its own name).
 fn row_key(r: &crate::profile::Resource) -> (i32, String) {
-    (r.pid, r.service.clone().unwrap_or_else(|| r.name.clone()))
+    (r.pid, super::super::resources::shown_name(r).to_string())
 }
 
 /// Socket peers, from the waits (`ResourceUse`, and each sample's resource as the
@@ -297,7 +297,7 @@ fn peers(p: &SampledProfile, uses: &[ResourceUse], sample_resources: &[Option<u3
         };
         let i = *at.entry(row_key(r)).or_insert_with(|| {
             out.push(Peer {
-                name: r.service.clone().unwrap_or_else(|| r.name.clone()),
+                name: super::super::resources::shown_name(r).to_string(),
                 address: r.name.clone(),
                 role: r.peer_local.map(|l| role_of(ResourceRole::Other, Some(l))),
                 pid: s.pid,
