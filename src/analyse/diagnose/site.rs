@@ -34,7 +34,10 @@ pub fn peer_site(
         .filter(|s| carries(s))
         .max_by_key(|s| s.depth);
     match (carrying, p.sites.first()) {
-        (Some(s), _) if !s.system => return (s.call_site.clone(), vec![s.id.clone()]),
+        (Some(s), _) if !s.system => {
+            let s = enclosing_caller(f, p, s);
+            return (s.call_site.clone(), vec![s.id.clone()]);
+        }
         (Some(s), Some((site, _))) => return (site.clone(), vec![s.id.clone()]),
         _ => {}
     }
@@ -56,6 +59,31 @@ pub fn peer_site(
         return (site.clone(), steps);
     }
     (p.name.clone(), Vec::new())
+}
+
+/// A step that holds at least this fraction of its parent's wall time, with the same
+/// round trips to the peer, is the parent's helper doing nearly all of its work.
+pub const HELPER_FRACTION: f64 = 0.9;
+
+/// The step whose calls make the round trips: from `s` up, while the parent is the
+/// user's code carrying the same round trips to the peer and `s` holds nearly all of
+/// its time (a request helper, inlined or not, that the steps did not fold into its
+/// caller only because the caller formats the request: `fetch_user`, not the
+/// `read_response` inside it). A parent with more round trips (other call sites) or
+/// much time of its own (a loop around the call site) stops the walk.
+fn enclosing_caller<'a>(f: &'a Facts, p: &Peer, mut s: &'a StepFact) -> &'a StepFact {
+    let trips = |s: &StepFact| resource_of(s, p).and_then(|r| r.round_trips);
+    while let Some(parent) = s.id.rsplit_once('.').and_then(|(up, _)| f.step(up)) {
+        let helper = !parent.system
+            && trips(parent).is_some()
+            && trips(parent) == trips(s)
+            && s.wall_ms >= HELPER_FRACTION * parent.wall_ms;
+        if !helper {
+            break;
+        }
+        s = parent;
+    }
+    s
 }
 
 /// The function of a `function (file:line)` call site.
@@ -205,6 +233,33 @@ mod tests {
     fn overlap_of_interleaved_and_disjoint_sets() {
         assert_eq!(overlap_ns(&[(0, 10), (20, 30)], &[(10, 20), (30, 40)]), 0);
         assert_eq!(overlap_ns(&[(0, 10), (5, 15)], &[(10, 20)]), 5);
+    }
+
+    #[test]
+    fn a_helper_holding_nearly_all_its_callers_time_is_not_the_call_site() {
+        use super::super::super::resources::ResourceRole;
+        let mut f = testing::facts(1000.0);
+        let with = |id: &str, site: &str, ms: f64, rt: u64| StepFact {
+            resources: vec![testing::res("python3:8081", ms, Some(rt), Some(1))],
+            ..testing::step(id, site, ms)
+        };
+        f.steps = vec![
+            with("1", "main (c.c:140)", 1000.0, 51),
+            with("1.1", "fetch_user (c.c:91)", 820.0, 50),
+            with("1.1.1", "read_response (c.c:46)", 805.0, 50),
+            with("1.2", "list_users (c.c:85)", 100.0, 1),
+        ];
+        let p = testing::peer("python3:8081", ResourceRole::Service, 900.0);
+        let carries = |s: &StepFact| resource_of(s, &p).is_some_and(|r| r.round_trips >= Some(20));
+        let (at, steps) = peer_site(&f, &p, carries);
+        assert_eq!(
+            (at.as_str(), steps),
+            ("fetch_user (c.c:91)", vec!["1.1".to_string()])
+        );
+        // A helper with a small share of its caller's time stays the site.
+        f.steps[2].wall_ms = 400.0;
+        let (at, _) = peer_site(&f, &p, carries);
+        assert_eq!(at, "read_response (c.c:46)");
     }
 
     #[test]
