@@ -52,6 +52,9 @@ pub struct SessionPlan {
     /// `--trace FILE:QUALNAME|MODULE:QUALNAME`: Python functions wrapped at run time in
     /// extra traced runs (warm-ups + counted runs); empty when not asked for.
     pub trace: Vec<String>,
+    /// Run a Python target again when the escalation rules call for it (Level 3 memory,
+    /// instrumentation when sampling costs > 20%); off with `--no-escalate`.
+    pub escalate: bool,
 }
 
 /// The command to launch, byte for byte as given (argv need not be UTF-8).

@@ -23,7 +23,9 @@ pub mod calltree;
 pub mod classify;
 pub mod critical;
 pub mod diagnose;
+pub mod escalate;
 pub mod hotspots;
+pub mod lines;
 mod ownframe;
 pub mod resources;
 pub mod roles;
@@ -139,6 +141,11 @@ pub struct Analysis {
     pub round_trips: resources::RoundTrips,
     /// Suspicions, hints and wrong-tool verdicts; empty until [`diagnose::run`].
     pub diagnosis: diagnose::Diagnosis,
+    /// Line tables of the top bottlenecks in Python code; [`escalate::run`] keeps those
+    /// the escalation rules call for.
+    pub line_tables: Vec<lines::LineTable>,
+    /// Each escalation decision and its reason; empty until [`escalate::run`].
+    pub escalation: Vec<crate::profile::EscalationDecision>,
     /// What makes the analysis less certain.
     pub warnings: Vec<String>,
 }
@@ -440,6 +447,7 @@ pub fn analyse(p: &SampledProfile) -> Analysis {
     }
 
     let round_trips = resources::round_trips(p, &tree.roles);
+    let line_tables = lines::for_bottlenecks(p, &tree, &top_bottlenecks);
     Analysis {
         total_wall_ms: steps::ms(tree.total_wall_ns()),
         thread_time_ms: steps::ms(root.wall_ns),
@@ -456,6 +464,8 @@ pub fn analyse(p: &SampledProfile) -> Analysis {
         round_trips,
         resources,
         diagnosis: diagnose::Diagnosis::default(),
+        line_tables,
+        escalation: Vec::new(),
         warnings,
     }
 }

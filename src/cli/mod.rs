@@ -120,6 +120,11 @@ struct SessionArgs {
     /// function go in the map and report.
     #[arg(long, value_name = "TARGET:QUALNAME", value_parser = parse_trace)]
     trace: Vec<String>,
+    /// Do not run a Python target again to escalate: no tracemalloc run when its memory
+    /// is abnormal (Level 3), no instrumentation of its hot functions when sampling slows
+    /// it by more than 20%. Line tables (Level 2) come from the samples and stay.
+    #[arg(long)]
+    no_escalate: bool,
     /// Run id recorded in every output (managed mode).
     #[arg(long, value_name = "ID")]
     run_id: Option<String>,
@@ -285,6 +290,7 @@ fn session(mode: Mode, a: SessionArgs) -> Plan {
             ..output(a.out, a.run_id, a.summary_path)
         },
         trace: a.trace,
+        escalate: !a.no_escalate,
     })
 }
 

@@ -16,6 +16,7 @@ mod check;
 mod clean;
 mod files;
 pub mod manifest;
+pub mod memory;
 mod names;
 pub mod python;
 pub mod shim;

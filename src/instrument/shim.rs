@@ -27,16 +27,30 @@ pub fn write_shim(dir: &Path) -> Result<PathBuf, Error> {
 /// The environment for a traced run: the shim first on `PYTHONPATH` (before the
 /// inherited one), the specs, and the log.
 pub fn env(shim_dir: &Path, specs: &[String], log: &Path) -> Vec<(OsString, OsString)> {
+    vec![
+        ("PYTHONPATH".into(), python_path(shim_dir)),
+        ("PROFMAP_TRACE".into(), specs.join("\n").into()),
+        ("PROFMAP_TRACE_LOG".into(), log.as_os_str().to_owned()),
+    ]
+}
+
+/// The environment for a memory run (Level 3): the shim first on `PYTHONPATH`, and
+/// the folder each interpreter writes its tracemalloc figures to.
+pub fn memory_env(shim_dir: &Path, out_dir: &Path) -> Vec<(OsString, OsString)> {
+    vec![
+        ("PYTHONPATH".into(), python_path(shim_dir)),
+        ("PROFMAP_MEMORY_DIR".into(), out_dir.as_os_str().to_owned()),
+    ]
+}
+
+/// `PYTHONPATH` with the shim's folder first, before the inherited one.
+fn python_path(shim_dir: &Path) -> OsString {
     let mut path = OsString::from(shim_dir);
     if let Some(old) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
         path.push(":");
         path.push(old);
     }
-    vec![
-        ("PYTHONPATH".into(), path),
-        ("PROFMAP_TRACE".into(), specs.join("\n").into()),
-        ("PROFMAP_TRACE_LOG".into(), log.as_os_str().to_owned()),
-    ]
+    path
 }
 
 /// One line of the log: a call, or a name the shim did not find.

@@ -120,6 +120,8 @@ mod tests {
             warnings: Vec::new(),
             instrumented: Vec::new(),
             traced: Vec::new(),
+            escalation: Vec::new(),
+            memory: None,
         }
     }
 

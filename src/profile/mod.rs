@@ -16,6 +16,7 @@
 //!   thread, and per stack.
 
 mod baseline;
+mod escalation;
 mod instrumented;
 mod io;
 mod python;
@@ -26,6 +27,7 @@ pub mod validate;
 pub use baseline::{
     Baseline, BusyProcess, DiskBusy, ExitStatus, MachineLoad, RunMeasurement, TimelinePoint,
 };
+pub use escalation::{EscalationDecision, MemoryLine, MemoryProcess, MemoryProfile};
 pub use instrumented::{InstrumentedFile, TracedFunction};
 pub use io::{read_recording, write_recording};
 pub use python::{
@@ -65,6 +67,13 @@ pub struct Recording {
     /// `--trace`: per-function medians of the traced runs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub traced: Vec<TracedFunction>,
+    /// What the session escalated to while recording (Level 3, instrumentation), and
+    /// why; the analysis adds Levels 1 and 2.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub escalation: Vec<EscalationDecision>,
+    /// Level 3: the tracemalloc run's allocations per line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryProfile>,
 }
 
 /// What was run, when, by which profmap, on what machine.
@@ -92,6 +101,8 @@ impl Recording {
             warnings: Vec::new(),
             instrumented: Vec::new(),
             traced: Vec::new(),
+            escalation: Vec::new(),
+            memory: None,
         }
     }
 }

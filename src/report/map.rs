@@ -70,6 +70,16 @@ pub struct ProfileResult {
     /// `--trace`: per-function medians of the traced runs.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub traced_functions: Vec<crate::profile::TracedFunction>,
+    /// Escalation: each level entered or not (and the switch to instrumentation), with
+    /// its reason and figures.
+    pub escalation: Vec<crate::profile::EscalationDecision>,
+    /// Level 2: per-line time of the top bottlenecks in Python code whose cause the
+    /// function level left open.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub line_tables: Vec<crate::analyse::lines::LineTable>,
+    /// Level 3: allocations per line from the tracemalloc run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_profile: Option<crate::profile::MemoryProfile>,
     /// Signs that a profiler is the wrong tool for this target (bare names, as the
     /// schema has them).
     pub wrong_tool_indicators: Vec<WrongToolIndicator>,

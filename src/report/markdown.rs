@@ -65,6 +65,7 @@ pub fn render(map: &PerfMap) -> String {
     render_resources(&mut o, &pr.performance_map.resources);
     render_bottlenecks(&mut o, &pr.top_bottlenecks);
     super::diagnosis::render(&mut o, pr);
+    super::escalation::render(&mut o, pr);
     render_traced(&mut o, &pr.traced_functions);
     if !pr.warnings.is_empty() {
         let _ = writeln!(o, "### Warnings\n");

@@ -4,6 +4,7 @@
 
 pub mod baseline;
 mod diagnosis;
+mod escalation;
 pub mod map;
 pub mod markdown;
 pub mod perfmap;

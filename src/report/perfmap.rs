@@ -42,6 +42,10 @@ pub struct DeepView {
     pub thread_time_ms: f64,
     /// Suspicions, hints and wrong-tool verdicts.
     pub diagnosis: crate::analyse::diagnose::Diagnosis,
+    /// Each escalation decision with its reason.
+    pub escalation: Vec<crate::profile::EscalationDecision>,
+    /// Level 2: the line tables the escalation kept.
+    pub line_tables: Vec<crate::analyse::lines::LineTable>,
     /// The analysis's warnings.
     pub warnings: Vec<String>,
 }
@@ -62,6 +66,8 @@ impl DeepView {
             resources: a.resources.clone(),
             thread_time_ms: a.thread_time_ms,
             diagnosis: a.diagnosis.clone(),
+            escalation: a.escalation.clone(),
+            line_tables: a.line_tables.clone(),
             warnings: a.warnings.clone(),
         }
     }
@@ -304,6 +310,9 @@ pub fn build(
         instrumented_files: instrumented_files(rec),
         instrumentation_changes: rec.instrumented.clone(),
         traced_functions: rec.traced.clone(),
+        escalation: deep.map(|d| d.escalation.clone()).unwrap_or_default(),
+        line_tables: deep.map(|d| d.line_tables.clone()).unwrap_or_default(),
+        memory_profile: rec.memory.clone(),
         wrong_tool_indicators: diagnosis.wrong_tool.iter().map(|w| w.indicator).collect(),
         wrong_tool_evidence: diagnosis.wrong_tool,
         measurement_quality: measurement_quality(rec, &quality),

@@ -27,6 +27,7 @@ use crate::target;
 use crate::ui;
 
 pub mod dirfd;
+mod escalate;
 mod hooks;
 pub mod lock;
 pub mod outfile;
@@ -150,6 +151,9 @@ fn measure_all(
         return Ok(Some(s));
     }
     trace::trace_phase(plan, opts, log, rec)?;
+    if plan.mode != Mode::Bench {
+        escalate::escalate_phase(plan, opts, log, rec)?;
+    }
     Ok(None)
 }
 

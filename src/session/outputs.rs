@@ -163,6 +163,7 @@ fn write_all(
             }
             let runs: Vec<_> = rec.baseline.iter().flat_map(|b| b.counted()).collect();
             analyse::diagnose::run(&mut a, p, rec.profiled_run.as_ref(), &runs);
+            analyse::escalate::run(&mut a, rec);
             Some(DeepView::from_analysis(&a))
         }
         None => None,

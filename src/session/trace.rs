@@ -16,10 +16,10 @@ use crate::plan::{SessionPlan, TargetSpec};
 use crate::profile::Recording;
 
 /// A private folder for the shim and its logs, removed when dropped.
-struct TraceDir(PathBuf);
+pub(super) struct TraceDir(pub(super) PathBuf);
 
 impl TraceDir {
-    fn create() -> Result<TraceDir, Error> {
+    pub(super) fn create() -> Result<TraceDir, Error> {
         let base = std::env::temp_dir();
         for i in 0..16u32 {
             let nanos = std::time::SystemTime::now()
@@ -46,11 +46,11 @@ impl Drop for TraceDir {
 }
 
 /// No hooks: the traced runs are measured for their calls only.
-struct NoHooks;
+pub(super) struct NoHooks;
 impl RunHooks for NoHooks {}
 
 /// The target run through `env` with the shim's variables.
-fn traced_target(target: &TargetSpec, vars: Vec<(OsString, OsString)>) -> TargetSpec {
+pub(super) fn traced_target(target: &TargetSpec, vars: Vec<(OsString, OsString)>) -> TargetSpec {
     let mut args: Vec<OsString> = vec!["--".into()];
     for (k, v) in vars {
         let mut kv = k;
@@ -72,13 +72,25 @@ pub fn trace_phase(
     log: &LogSink,
     rec: &mut Recording,
 ) -> Result<(), Error> {
-    if plan.trace.is_empty() {
+    trace_functions(&plan.trace, plan, opts, log, rec)
+}
+
+/// The traced runs of `specs` (the user's `--trace`, or the escalation's hot
+/// functions).
+pub(super) fn trace_functions(
+    specs: &[String],
+    plan: &SessionPlan,
+    opts: &RunOptions,
+    log: &LogSink,
+    rec: &mut Recording,
+) -> Result<(), Error> {
+    if specs.is_empty() {
         return Ok(());
     }
     let dir = TraceDir::create()?;
     shim::write_shim(&dir.0)?;
     let calls = dir.0.join("calls.jsonl");
-    let spec = traced_target(&plan.target, shim::env(&dir.0, &plan.trace, &calls));
+    let spec = traced_target(&plan.target, shim::env(&dir.0, specs, &calls));
     let run_log = |n: u32| dir.0.join(format!("run-{n}.jsonl"));
     let mut last_done = 0;
     let (_, outcome) = measure::run_baseline(
@@ -112,7 +124,7 @@ pub fn trace_phase(
         runs.push(c);
     }
     rec.traced = shim::summarize(&runs);
-    for want in &plan.trace {
+    for want in specs {
         let qual = want.rsplit_once(':').map_or(want.as_str(), |(_, q)| q);
         if !rec.traced.iter().any(|t| t.function == qual) {
             rec.warnings.push(format!(
