@@ -102,10 +102,21 @@ fn level_one(a: &Analysis) -> EscalationDecision {
 }
 
 /// The one class holding ≥ [`CLEAR_PCT`] of the function's time, said with figures.
+/// Waiting for a CPU counts with running on one: the function wanted to compute, and
+/// the machine's other load is no cause in the code.
 fn clear_cause(t: &LineTable) -> Option<String> {
-    let cpu = t.cpu_pct();
+    let runq = t.waits_ms.get("runqueue").copied().unwrap_or(0.0);
+    let cpu = 100.0 * (t.cpu_ms + runq) / t.total_ms.max(f64::MIN_POSITIVE);
     if cpu >= CLEAR_PCT {
-        return Some(format!("{cpu:.0}% of its {:.0} ms on a CPU", t.total_ms));
+        let queued = if runq > 0.0 {
+            format!(" or waiting for one ({runq:.0} ms)")
+        } else {
+            String::new()
+        };
+        return Some(format!(
+            "{cpu:.0}% of its {:.0} ms on a CPU{queued}",
+            t.total_ms
+        ));
     }
     let (class, ms) = t.top_wait()?;
     let share = 100.0 * ms / t.total_ms.max(f64::MIN_POSITIVE);
@@ -197,35 +208,57 @@ pub fn overhead_rule(rec: &Recording) -> Option<(f64, f64, f64)> {
     Some((100.0 * (profiled / base - 1.0), profiled, base))
 }
 
-/// The hottest Python functions of the user's code (not the standard library's), by
-/// the time of the samples whose innermost own Python frame they are: `FILE:QUALNAME`
-/// specs for `--trace`, hottest first.
+/// Share of the Python samples' time a function needs to be instrumented, percent.
+pub const MIN_HOT_PCT: f64 = 5.0;
+
+/// The hottest Python functions, by the time of the samples whose innermost Python
+/// frame of the user's code they are (of the standard library's, for a sample with
+/// none: `python3 -m tokenize` is all library code): `FILE:QUALNAME` specs for
+/// `--trace` (`MODULE:QUALNAME` for library code), hottest first, each holding ≥ [`MIN_HOT_PCT`] of that time. Code objects
+/// that cannot be wrapped (`<module>`, comprehensions) are left out.
 pub fn hot_python_functions(p: &SampledProfile, n: usize) -> Vec<String> {
-    let own: Vec<bool> = p
-        .frames
-        .iter()
-        .map(|f| f.kind == FrameKind::Python && f.file.is_some() && !is_system(f))
-        .collect();
-    let mut by: HashMap<(String, String), u64> = HashMap::new();
+    let mut by: HashMap<u32, u64> = HashMap::new();
+    let mut all = 0u64;
     for s in &p.samples {
-        let mut node = s.stack;
+        let (mut node, mut any) = (s.stack, None);
         for _ in 0..=p.stacks.len() {
             let Some(nd) = node.and_then(|i| p.stacks.get(i as usize)) else {
                 break;
             };
-            if own.get(nd.frame as usize).copied().unwrap_or(false) {
-                if let Some(f) = p.frames.get(nd.frame as usize) {
-                    let file = f.file.clone().unwrap_or_default();
-                    *by.entry((file, f.function.clone())).or_default() += s.weight_ns;
+            if let Some(f) = p.frames.get(nd.frame as usize)
+                && f.kind == FrameKind::Python
+                && f.file.is_some()
+            {
+                if !is_system(f) {
+                    any = Some(nd.frame);
+                    break;
                 }
-                break;
+                any = any.or(Some(nd.frame));
             }
             node = nd.parent;
         }
+        if let Some(frame) = any {
+            *by.entry(frame).or_default() += s.weight_ns;
+            all += s.weight_ns;
+        }
     }
-    let mut v: Vec<_> = by
+    // Frames differ by line: add them up per function.
+    let mut per_fn: HashMap<(String, String), u64> = HashMap::new();
+    for (frame, ns) in by {
+        if let Some(f) = p.frames.get(frame as usize) {
+            // Library code by module (found wherever it is imported from), the user's
+            // by file (a script runs as `__main__`).
+            let target = match &f.module {
+                Some(m) if is_system(f) && !m.is_empty() && m != "__main__" => m.clone(),
+                _ => f.file.clone().unwrap_or_default(),
+            };
+            let key = (target, f.function.clone());
+            *per_fn.entry(key).or_default() += ns;
+        }
+    }
+    let mut v: Vec<_> = per_fn
         .into_iter()
-        .filter(|((_, f), _)| !f.starts_with('<'))
+        .filter(|((_, f), ns)| !f.contains('<') && 100.0 * *ns as f64 >= MIN_HOT_PCT * all as f64)
         .collect();
     v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     v.into_iter()
@@ -249,6 +282,68 @@ mod tests {
             waits_ms: w,
             ..LineTable::default()
         }
+    }
+
+    #[test]
+    fn hot_functions_are_the_users_then_the_librarys_by_module() {
+        use crate::profile::{Frame, SampleKind, StackNode, ThreadSample};
+        let py = |function: &str, file: &str, module: &str| Frame {
+            function: function.into(),
+            module: Some(module.into()),
+            file: Some(file.into()),
+            line: Some(1),
+            kind: FrameKind::Python,
+            inlined: false,
+        };
+        let lib = "/usr/lib/python3.11/tokenize.py";
+        let sample = |stack: u32, ms: u64| ThreadSample {
+            pid: 1,
+            tid: 1,
+            time_ns: 0,
+            stack: Some(stack),
+            weight_ns: ms * 1_000_000,
+            kind: SampleKind::OnCpu,
+            waker: None,
+        };
+        let p = SampledProfile {
+            frames: vec![
+                py("main", "/app/a.py", "a"),
+                py("_tokenize", lib, "tokenize"),
+                py("<module>", "/app/a.py", "a"),
+            ],
+            stacks: vec![
+                StackNode {
+                    parent: None,
+                    frame: 0,
+                },
+                StackNode {
+                    parent: Some(0),
+                    frame: 1,
+                },
+                StackNode {
+                    parent: None,
+                    frame: 1,
+                },
+                StackNode {
+                    parent: None,
+                    frame: 2,
+                },
+                // A cycle (an untrusted recording) ends the walk.
+                StackNode {
+                    parent: Some(4),
+                    frame: 1,
+                },
+            ],
+            samples: vec![sample(1, 30), sample(2, 50), sample(3, 40), sample(4, 1)],
+            ..SampledProfile::default()
+        };
+        assert_eq!(
+            hot_python_functions(&p, 3),
+            vec![
+                "tokenize:_tokenize".to_string(),
+                "/app/a.py:main".to_string()
+            ]
+        );
     }
 
     #[test]

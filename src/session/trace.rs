@@ -129,7 +129,8 @@ pub(super) fn trace_functions(
         if !rec.traced.iter().any(|t| t.function == qual) {
             rec.warnings.push(format!(
                 "--trace {want}: no call recorded (not a Python target, the module was \
-                 never imported, or the function never ran)"
+                 never imported or was imported before the shim could wrap it, or the \
+                 function never ran)"
             ));
         }
     }
