@@ -211,9 +211,10 @@ fn suspicion<'a>(doc: &'a serde_json::Value, category: &str) -> &'a serde_json::
         .unwrap_or_else(|| panic!("no {category} suspicion"))
 }
 
-/// report.md from "### Bottlenecks" to Part B.
+/// report.md from "### Wait classes" (then "Where the waiting goes", the bottlenecks,
+/// suspicions, recommendations and wrong-tool verdicts) to the warnings.
 fn diagnosis_sections(md: &str) -> String {
-    let from = md.find("### Bottlenecks").unwrap_or(0);
+    let from = md.find("### Wait classes").expect("a wait-class table");
     let to = md.find("### Warnings").unwrap_or(md.len());
     md[from..to].to_string()
 }

@@ -62,6 +62,7 @@ pub fn render(map: &PerfMap) -> String {
         render_critical_path(&mut o, cp);
     }
     render_steps(&mut o, &pr.performance_map.steps);
+    render_wait_classes(&mut o, &pr.performance_map);
     render_resources(&mut o, &pr.performance_map.resources);
     render_bottlenecks(&mut o, &pr.top_bottlenecks);
     super::diagnosis::render(&mut o, pr);
@@ -326,6 +327,56 @@ fn render_hotspots(o: &mut String, list: &[Hotspot]) {
 
 /// How the shares were made: the critical path's figures.
 /// "Where the waiting goes": the resources the threads blocked on, most first.
+/// Where the time went by kind of wait: the critical path's share per category beside
+/// the summed thread time, in [`crate::analyse::classify::CATEGORY_FACTS`]' order of
+/// the categories with any time, largest critical time first.
+fn render_wait_classes(o: &mut String, pm: &super::map::PerformanceMapSection) {
+    use crate::analyse::classify::WaitCategory;
+    let (Some(crit), Some(thread)) = (&pm.wait_breakdown_ms, &pm.thread_wait_breakdown_ms) else {
+        return;
+    };
+    let total: f64 = crit.values().sum();
+    let mut rows: Vec<(f64, Vec<String>)> = WaitCategory::ALL
+        .iter()
+        .filter_map(|c| {
+            let (k, t) = (crit.get(c.key()).copied(), thread.get(c.key()).copied());
+            if k.unwrap_or(0.0) < 0.05 && t.unwrap_or(0.0) < 0.05 {
+                return None;
+            }
+            let share = match (k, total > 0.0) {
+                (Some(k), true) => f(100.0 * k / total, 1),
+                _ => "—".into(),
+            };
+            let row = vec![
+                c.key().to_string(),
+                c.describe().to_string(),
+                c.classification().as_str().to_string(),
+                k.map_or("—".into(), |v| f(v, 1)),
+                share,
+                t.map_or("—".into(), |v| f(v, 1)),
+            ];
+            Some((k.unwrap_or(0.0), row))
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    rows.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let _ = writeln!(o, "### Wait classes\n");
+    let _ = writeln!(
+        o,
+        "The run's time by what its threads were doing: critical ms is the part the run \
+         waited for (its shares add to 100%), thread ms the summed time of every thread \
+         (idle pools and waits for profiled work included).\n"
+    );
+    let rows: Vec<Vec<String>> = rows.into_iter().map(|(_, r)| r).collect();
+    table(
+        o,
+        &["category", "what", "class", "critical ms", "share %", "thread ms"],
+        &rows,
+    );
+}
+
 fn render_resources(o: &mut String, rs: &[crate::analyse::resources::ResourceUse]) {
     if rs.is_empty() {
         return;
