@@ -116,6 +116,30 @@ fn assert_io_db_with_40_round_trips(map: &Value, port: u16) {
     );
     // [needs: connections per peer, the capture] psql opened one connection.
     assert_eq!(row["connections"], 1, "{row:#}");
+    // The steps carry them too: the largest count on one step is psql's 40 (± its
+    // set-up), none over HTTP.
+    let steps = &pr(map)["performance_map"]["steps"];
+    let most = max_step_field(steps, "db_round_trips");
+    assert!(
+        (QUERIES as i64 - 2..=QUERIES as i64 + 2).contains(&most),
+        "steps' db_round_trips at most {most}: {steps:#}"
+    );
+    assert_eq!(max_step_field(steps, "http_round_trips"), 0);
+}
+
+/// The largest value of an integer field over a steps tree (0 when none has it).
+fn max_step_field(steps: &Value, field: &str) -> i64 {
+    steps.as_array().map_or(0, |a| {
+        a.iter()
+            .map(|s| {
+                s[field]
+                    .as_i64()
+                    .unwrap_or(0)
+                    .max(max_step_field(&s["children"], field))
+            })
+            .max()
+            .unwrap_or(0)
+    })
 }
 
 #[test]

@@ -301,6 +301,14 @@ fn fifty_round_trips_from_fetch_user_confirm_an_n_plus_one() {
         })
         .unwrap_or(0);
     assert_near("fetch_user's round trips", Some(step_rt), 50, 2);
+    // The step's own HTTP count, as the schema's step field; list_users made one.
+    assert_near(
+        "fetch_user's http_round_trips",
+        step["http_round_trips"].as_i64(),
+        50,
+        2,
+    );
+    assert!(step["db_round_trips"].is_null(), "{step:#}");
     // One connection: not a connection-per-request problem.
     assert!(with(&map, "connection_management", "confirmed").is_empty());
     // [needs: optimization_hints, the diagnosis] the hint refers to the suspicion.

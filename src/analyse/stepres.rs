@@ -1,5 +1,7 @@
 //! Each step's `resources`: what the waits inside the step's subtree were on, and the
-//! round trips and connections made from it.
+//! round trips and connections made from it; and its `http_round_trips` and
+//! `db_round_trips` (the turns of the client connections made from it, counted as the
+//! session's are in [`super::resources::round_trips`]).
 //!
 //! Waits come with their stack, so they land in the steps above their leaf. A round
 //! trip (the first read of a reply, recorded by the socket tracepoints with its thread
@@ -30,6 +32,21 @@ struct Agg {
     crit_ns: u64,
     round_trips: u64,
     connections: u64,
+    /// Turns of client connections (the tree spoke first) over HTTP, and to databases.
+    http_round_trips: u64,
+    db_round_trips: u64,
+}
+
+impl Agg {
+    fn add(&mut self, o: &Agg) {
+        self.intervals += o.intervals;
+        self.blocked_ns += o.blocked_ns;
+        self.crit_ns += o.crit_ns;
+        self.round_trips += o.round_trips;
+        self.connections += o.connections;
+        self.http_round_trips += o.http_round_trips;
+        self.db_round_trips += o.db_round_trips;
+    }
 }
 
 /// Fill `steps[..].resources` (recursively) from the tree's per-sample resources and
@@ -85,9 +102,12 @@ pub(crate) fn fill(
                 .and_then(|r| p.resources.get(r as usize))
                 .map(|r| r.kind);
             let new_connection = k == 0 && super::resources::opened(t, kind);
+            let (http, db) = uses.get(row).map_or((false, false), |u| client_kind(t, u));
             add(leaf, row, &|a: &mut Agg| {
                 a.round_trips += 1;
                 a.connections += u64::from(new_connection);
+                a.http_round_trips += u64::from(http);
+                a.db_round_trips += u64::from(db);
             });
         }
     }
@@ -114,15 +134,22 @@ impl Ctx<'_> {
     fn fill_all(&self, steps: &mut [Step]) {
         for s in steps {
             if let Some(r) = self.by_id.get(s.id.as_str()) {
-                s.resources = self.of_nodes(&r.nodes);
+                let rows = self.rows_of(&r.nodes);
+                let sum = |f: fn(&Agg) -> u64| {
+                    let n: u64 = rows.iter().map(|(_, a)| f(a)).sum();
+                    (self.traffic && n > 0).then_some(n)
+                };
+                s.http_round_trips = sum(|a| a.http_round_trips);
+                s.db_round_trips = sum(|a| a.db_round_trips);
+                s.resources = self.listed(rows);
             }
             self.fill_all(&mut s.children);
         }
     }
 
-    /// The resources of a step made of `nodes` (a node under another of the set is
-    /// counted once, with its ancestor).
-    fn of_nodes(&self, nodes: &[usize]) -> Vec<StepResource> {
+    /// The figures per resource row of a step made of `nodes` (a node under another of
+    /// the set is counted once, with its ancestor), most blocked first.
+    fn rows_of(&self, nodes: &[usize]) -> Vec<(usize, Agg)> {
         let outer: Vec<usize> = nodes
             .iter()
             .copied()
@@ -131,18 +158,18 @@ impl Ctx<'_> {
         let mut rows: HashMap<usize, Agg> = HashMap::new();
         for (&(n, row), a) in self.per_node {
             if outer.contains(&n) {
-                let e = rows.entry(row).or_default();
-                e.intervals += a.intervals;
-                e.blocked_ns += a.blocked_ns;
-                e.crit_ns += a.crit_ns;
-                e.round_trips += a.round_trips;
-                e.connections += a.connections;
+                rows.entry(row).or_default().add(a);
             }
         }
         let mut out: Vec<(usize, Agg)> = rows.into_iter().collect();
         out.sort_by(|a, b| {
             (b.1.blocked_ns, b.1.round_trips, a.0).cmp(&(a.1.blocked_ns, a.1.round_trips, b.0))
         });
+        out
+    }
+
+    /// The step's `resources`: its first rows.
+    fn listed(&self, out: Vec<(usize, Agg)>) -> Vec<StepResource> {
         out.into_iter()
             .take(MAX_PER_STEP)
             .filter_map(|(row, a)| {
@@ -172,6 +199,22 @@ impl Ctx<'_> {
         }
         false
     }
+}
+
+/// Whether a socket's turns count as HTTP and as database round trips: only a client
+/// connection's (the tree spoke first); HTTP by the socket's protocol or its row's
+/// (a connection whose first bytes were not read, beside recognised ones to the same
+/// peer), a database by the row's role.
+fn client_kind(t: &crate::profile::SocketTraffic, u: &ResourceUse) -> (bool, bool) {
+    use crate::profile::Protocol;
+    if !t.sent_first {
+        return (false, false);
+    }
+    let http = |p: Option<Protocol>| matches!(p, Some(Protocol::Http | Protocol::Http2));
+    (
+        http(t.protocol) || (t.protocol.is_none() && http(u.protocol)),
+        u.role == super::resources::ResourceRole::Database,
+    )
 }
 
 /// For each resource index, the merged row of `uses` it belongs to.

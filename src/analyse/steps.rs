@@ -96,6 +96,14 @@ pub struct Step {
     /// databases, services with their round trips and connections.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resources: Vec<super::resources::StepResource>,
+    /// Request→response turns over HTTP made from inside it (its threads' client
+    /// connections); None when socket traffic was not recorded or it made none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_round_trips: Option<u64>,
+    /// Request→response turns with databases made from inside it; None when socket
+    /// traffic was not recorded or it made none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_round_trips: Option<u64>,
     /// Deeper frames were cut at the depth limit and folded into this step.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
@@ -238,6 +246,8 @@ impl<'a> StepBuilder<'a> {
             classification: self.classes.dominant(&waits, n.pid),
             wait_breakdown_ms: breakdown(&waits),
             resources: Vec::new(),
+            http_round_trips: None,
+            db_round_trips: None,
             truncated: false,
             children: Vec::new(),
         }
@@ -333,6 +343,8 @@ impl<'a> StepBuilder<'a> {
             classification: self.classes.dominant(&n.crit_waits_ns, n.pid),
             wait_breakdown_ms: breakdown(&n.crit_waits_ns),
             resources: Vec::new(),
+            http_round_trips: None,
+            db_round_trips: None,
             truncated: false,
             children: Vec::new(),
         };
@@ -386,6 +398,8 @@ impl<'a> StepBuilder<'a> {
             classification: self.classes.dominant(&waits, pid),
             wait_breakdown_ms: breakdown(&waits),
             resources: Vec::new(),
+            http_round_trips: None,
+            db_round_trips: None,
             truncated: false,
             children: Vec::new(),
         }

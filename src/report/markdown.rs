@@ -372,7 +372,14 @@ fn render_wait_classes(o: &mut String, pm: &super::map::PerformanceMapSection) {
     let rows: Vec<Vec<String>> = rows.into_iter().map(|(_, r)| r).collect();
     table(
         o,
-        &["category", "what", "class", "critical ms", "share %", "thread ms"],
+        &[
+            "category",
+            "what",
+            "class",
+            "critical ms",
+            "share %",
+            "thread ms",
+        ],
         &rows,
     );
 }
