@@ -118,15 +118,8 @@ pub fn summary_table(map: &PerfMap, report_path: &str) -> String {
             b.description
         ));
     }
-    if let Some(r) = map.result().performance_map.resources.first() {
-        out.push_str(&format!(
-            "waited on most: {} ({} blocked call{}, {} ms, pid {})\n",
-            r.name,
-            r.intervals,
-            if r.intervals == 1 { "" } else { "s" },
-            r.blocked_ms,
-            r.pid
-        ));
+    if let Some(r) = waited_on_most(&map.result().performance_map.resources) {
+        out.push_str(&format!("waited on most: {}\n", waited_line(r)));
     }
     if let Some(h) = map.result().optimization_hints.first() {
         let gain = h
@@ -159,4 +152,46 @@ pub fn doctor(c: &crate::sample::Capabilities) -> String {
         ]);
     }
     format!("{t}\nbest sampling method here: {}\n", c.best_method)
+}
+
+/// The resource the run waited on most: the most critical-path time when the path was
+/// followed (an idle pool's waits are not what the user waited for), else the most
+/// blocked thread time.
+fn waited_on_most(
+    rs: &[crate::analyse::resources::ResourceUse],
+) -> Option<&crate::analyse::resources::ResourceUse> {
+    if rs.iter().any(|r| r.critical_ms.is_some()) {
+        rs.iter()
+            .filter(|r| r.critical_ms.is_some_and(|c| c > 0.0))
+            .max_by(|a, b| {
+                a.critical_ms
+                    .unwrap_or(0.0)
+                    .total_cmp(&b.critical_ms.unwrap_or(0.0))
+            })
+    } else {
+        rs.first()
+    }
+}
+
+/// `database postgres:5432 (40 blocked calls, 161 ms blocked, 150 ms of the critical
+/// path, 41 round trips, pid 7)`.
+fn waited_line(r: &crate::analyse::resources::ResourceUse) -> String {
+    let role = serde_json::to_value(r.role)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let mut parts = vec![format!(
+        "{} blocked call{}, {} ms blocked",
+        r.intervals,
+        if r.intervals == 1 { "" } else { "s" },
+        r.blocked_ms
+    )];
+    if let Some(c) = r.critical_ms {
+        parts.push(format!("{c} ms of the critical path"));
+    }
+    if let Some(n) = r.round_trips.filter(|&n| n > 0) {
+        parts.push(format!("{n} round trip{}", if n == 1 { "" } else { "s" }));
+    }
+    parts.push(format!("pid {}", r.pid));
+    format!("{role} {} ({})", r.name, parts.join(", "))
 }

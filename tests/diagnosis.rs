@@ -190,14 +190,16 @@ fn thirty_requests_each_on_a_new_connection_confirm_connection_management() {
     let name = srv.service();
     let out = tempfile::tempdir().expect("tempdir");
     let bin = compile("netclient", &[]);
-    profmap()
-        .args(["record", "-q", "--out"])
+    // Not quiet: the terminal summary is checked too.
+    let run = profmap()
+        .args(["record", "--out"])
         .arg(out.path())
         .arg("--")
         .arg(&bin)
         .args(["new", &srv.port.to_string(), "30"])
-        .assert()
-        .success();
+        .output()
+        .expect("profmap");
+    assert!(run.status.success(), "{run:?}");
     let map = valid_map(out.path());
     assert_eq!(
         srv.stop(),
@@ -210,6 +212,19 @@ fn thirty_requests_each_on_a_new_connection_confirm_connection_management() {
     assert_http_client(&map, &name, 30);
     // [needs: connections per peer, the capture] every connect counted.
     assert_eq!(service_row(&map, &name)["connections"], 30);
+    // The terminal names the service waited on most, with its round trips, and the
+    // top recommendation.
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("waited on most: "))
+        .unwrap_or_else(|| panic!("no 'waited on most' line: {stderr}"));
+    assert!(
+        line.starts_with(&format!("waited on most: service {name} (")),
+        "{line}"
+    );
+    assert!(line.contains(" round trips, pid "), "{line}");
+    assert!(stderr.contains("top recommendation: "), "{stderr}");
     // [needs: suspicion_stack, the diagnosis] a new connection per request.
     let cm = with(&map, "connection_management", "confirmed");
     assert_eq!(cm.len(), 1, "{:#}", pr(&map)["suspicion_stack"]);
