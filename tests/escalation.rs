@@ -126,7 +126,25 @@ fn a_hotspot_mixing_sleep_and_cpu_gets_a_line_table_with_each_on_its_line() {
 #[test]
 fn a_cpu_bound_hotspot_stops_at_level_one() {
     let _g = serial();
-    let (_o, map, _) = run(&[], &[], &[python3(), &script("three_funcs.py"), "60000"]);
+    let (_o, map, md) = run(&[], &[], &[python3(), &script("three_funcs.py"), "60000"]);
+    // The Python reader's figures: reads made without pausing, most samples of the
+    // interpreter in the evaluation loop given its Python stack (89-95% of a 0.7 s run
+    // under a load of 4: those before the interpreter is attached have none).
+    let py = &pr(&map)["measurement_quality"]["python"];
+    assert!(py["reads"].as_u64().unwrap() > 10, "{py:#}");
+    assert_eq!(py["target_paused"], false, "{py:#}");
+    assert!(py["merged_pct"].as_f64().unwrap() > 75.0, "{py:#}");
+    assert!(
+        py["interpreters"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("CPython 3."),
+        "{py:#}"
+    );
+    assert!(
+        md.contains("| Python reads (not pausing the target) |"),
+        "{md}"
+    );
     let alpha: Vec<_> = decisions(&map, 2)
         .into_iter()
         .filter(|d| {

@@ -198,8 +198,44 @@ pub struct MeasurementQuality {
     pub counts: Option<SamplerCounts>,
     /// (profiled run wall / baseline median wall − 1) × 100; None without both.
     pub overhead_pct: Option<f64>,
+    /// The Python stack reader's figures; absent when no interpreter was seen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub python: Option<PythonReadQuality>,
     /// Every quality warning, fix included.
     pub warnings: Vec<String>,
+}
+
+/// `measurement_quality.python`: how the interpreters' stacks were read, and how far
+/// the reads can be trusted. The reads do not stop the target: a stack read while the
+/// interpreter changed it can be torn or fail; the failed reads and the share of the
+/// interpreter's native samples that met a Python stack are the measures of it here
+/// (bench/python_vs_pyspy.sh compares the result with py-spy's pausing reads).
+#[derive(Debug, Clone, Serialize)]
+pub struct PythonReadQuality {
+    /// "CPython 3.11.7 (pid 123)", one per interpreter read.
+    pub interpreters: Vec<String>,
+    /// Reads aimed at per second and interpreter.
+    pub rate_hz: u32,
+    /// Reads made (one covers every thread of an interpreter).
+    pub reads: u64,
+    /// Reads that failed (memory changed under the read, or the process exited).
+    pub failed_reads: u64,
+    /// `failed_reads` as a share of `reads`, percent; None without reads.
+    pub failed_pct: Option<f64>,
+    /// Mean time of one read, µs (profmap's own CPU, not the target's); None without
+    /// reads.
+    pub mean_read_us: Option<f64>,
+    /// Whether the target was stopped for each read (never: non-blocking reads).
+    pub target_paused: bool,
+    /// Native samples of the interpreters' threads in the evaluation loop.
+    pub candidates: Option<u64>,
+    /// Share of `candidates` given Python frames, percent; None without candidates.
+    pub merged_pct: Option<f64>,
+    /// Candidates with no Python read of their thread near them (before the
+    /// interpreter was attached, or a failed read).
+    pub no_python_sample_near: Option<u64>,
+    /// Candidates with a Python read near but no evaluation frame in the native stack.
+    pub no_eval_frame: Option<u64>,
 }
 
 /// The deep profile's counts in `measurement_quality`.

@@ -68,6 +68,7 @@ pub fn render(map: &PerfMap) -> String {
     super::diagnosis::render(&mut o, pr);
     super::escalation::render(&mut o, pr);
     render_traced(&mut o, &pr.traced_functions);
+    render_quality(&mut o, &pr.measurement_quality);
     if !pr.warnings.is_empty() {
         let _ = writeln!(o, "### Warnings\n");
         for w in &pr.warnings {
@@ -500,6 +501,62 @@ fn render_critical_path(o: &mut String, cp: &CriticalPathSummary) {
             ],
         ],
     );
+}
+
+/// How far the measurement can be trusted: the sampler's counts, the overhead, and the
+/// Python reader's figures.
+fn render_quality(o: &mut String, q: &super::map::MeasurementQuality) {
+    let _ = writeln!(o, "### Measurement quality\n");
+    let mut rows = vec![vec!["sampler".to_string(), q.sampler.clone()]];
+    let mut row = |k: &str, v: String| rows.push(vec![k.to_string(), v]);
+    if let Some(c) = &q.counts {
+        row("frequency", format!("{} Hz", c.frequency_hz));
+        row("on-CPU samples", c.samples.to_string());
+        row("off-CPU intervals", c.off_cpu_intervals.to_string());
+        row("samples lost", c.lost_samples.to_string());
+        row(
+            "stacks not unwound to their root",
+            c.unwind_failures.to_string(),
+        );
+        row(
+            "stacks cut at the depth limit",
+            c.truncated_stacks.to_string(),
+        );
+        row("addresses without a name", c.unnamed_addresses.to_string());
+        row(
+            "profiled run",
+            format!("{} ms", f(c.profiled_run_wall_ms, 1)),
+        );
+    }
+    row(
+        "overhead (profiled run vs baseline median)",
+        q.overhead_pct
+            .map_or("unknown".into(), |v| format!("{}%", f(v, 1))),
+    );
+    if let Some(p) = &q.python {
+        let pct = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{}%", f(v, 1)));
+        row("Python interpreters read", p.interpreters.join(", "));
+        row(
+            "Python reads (not pausing the target)",
+            format!(
+                "{} at {} Hz, {} failed ({}), {} µs each",
+                p.reads,
+                p.rate_hz,
+                p.failed_reads,
+                pct(p.failed_pct),
+                p.mean_read_us.map_or("—".into(), |v| f(v, 1))
+            ),
+        );
+        row(
+            "interpreter samples given Python frames",
+            format!(
+                "{} of {}",
+                pct(p.merged_pct),
+                p.candidates.map_or("—".into(), |c| c.to_string())
+            ),
+        );
+    }
+    table(o, &["figure", "value"], &rows);
 }
 
 /// One row per step, children indented under their parent.

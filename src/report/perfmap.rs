@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use super::baseline::{BaselineSummary, summarize};
 use super::map::{
     E2eSource, E2eTest, EntryPointInfo, EntryPointType, Environment, MeasurementQuality,
-    PerformanceMap, PerformanceMapSection, ProfileResult, SamplerCounts, Tool,
+    PerformanceMap, PerformanceMapSection, ProfileResult, PythonReadQuality, SamplerCounts, Tool,
 };
 use super::quality::{self, Quality};
 use crate::analyse::{Analysis, Bottleneck, Classification, CriticalPathSummary, Hotspot, Step};
@@ -351,6 +351,7 @@ fn measurement_quality(rec: &Recording, q: &Quality) -> MeasurementQuality {
             sampler: "none (baseline only)".into(),
             counts: None,
             overhead_pct: None,
+            python: None,
             warnings: q.texts(),
         };
     };
@@ -367,6 +368,36 @@ fn measurement_quality(rec: &Recording, q: &Quality) -> MeasurementQuality {
             profiled_run_wall_ms: s.wall_ms,
         }),
         overhead_pct: q.overhead_pct,
+        python: python_quality(&s.python),
         warnings: q.texts(),
     }
+}
+
+/// `measurement_quality.python`, from the recording's Python table.
+fn python_quality(py: &crate::profile::PythonStacks) -> Option<PythonReadQuality> {
+    if py.interpreters.is_empty() && py.reads == 0 {
+        return None;
+    }
+    let pct = |part: u64, whole: u64| {
+        (whole > 0).then(|| (part as f64 * 1000.0 / whole as f64).round() / 10.0)
+    };
+    let m = py.merge.as_ref();
+    Some(PythonReadQuality {
+        interpreters: py
+            .interpreters
+            .iter()
+            .map(|i| format!("CPython {} (pid {})", i.version, i.pid))
+            .collect(),
+        rate_hz: py.rate_hz,
+        reads: py.reads,
+        failed_reads: py.failed_reads,
+        failed_pct: pct(py.failed_reads, py.reads),
+        mean_read_us: (py.reads > 0)
+            .then(|| (py.read_ns as f64 / py.reads as f64 / 100.0).round() / 10.0),
+        target_paused: false,
+        candidates: m.map(|m| m.candidates),
+        merged_pct: m.and_then(|m| pct(m.merged, m.candidates)),
+        no_python_sample_near: m.map(|m| m.no_python_sample_near),
+        no_eval_frame: m.map(|m| m.no_eval_frame),
+    })
 }
