@@ -462,6 +462,31 @@ fn a_check_that_instrumentation_breaks_reverts_the_edits() {
     assert_eq!(read(d.path().join("app.py")), src, "restored byte for byte");
     let m = read_json(&d.path().join(".profmap/instrument/manifest.json"));
     assert_eq!(m["files"], serde_json::json!([]));
+    // The revert is recorded: `list` names it, and the next session's map and report
+    // Part B show it.
+    assert_eq!(
+        m["reverted"][0]["files"],
+        serde_json::json!(["app.py"]),
+        "{m:#}"
+    );
+    assert_eq!(
+        m["reverted"][0]["functions"],
+        serde_json::json!(["add"]),
+        "{m:#}"
+    );
+    let listed = profmap()
+        .current_dir(d.path())
+        .args(["instrument", "list"])
+        .assert()
+        .success();
+    let out = String::from_utf8_lossy(&listed.get_output().stdout).into_owned();
+    assert!(out.contains("reverted: add on app.py"), "{out}");
+    let rows = profmap::instrument::manifest_files(d.path());
+    assert!(
+        rows.iter()
+            .any(|r| r.file == "app.py" && r.change_type == "reverted" && r.what.contains("add")),
+        "{rows:?}"
+    );
 
     // A check that still passes keeps the edits.
     let mut args = vec!["add".to_string(), "app.py:add".into()];

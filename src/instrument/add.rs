@@ -193,7 +193,14 @@ fn revert(
     for p in planned {
         files::write(Path::new(&p.entry.file), &p.current, Some(&p.meta))?;
     }
-    manifest::write(before)?;
+    let mut after = before.clone();
+    after.reverted.push(manifest::Reverted {
+        files: planned.iter().map(|p| p.entry.file.clone()).collect(),
+        functions: planned.iter().flat_map(|p| p.added.clone()).collect(),
+        check: check::shown(check_cmd),
+        why: how.to_string(),
+    });
+    manifest::write(&after)?;
     for p in planned {
         if !before.files.iter().any(|f| f.file == p.entry.file) {
             files::remove(Path::new(&p.entry.original_copy));
@@ -202,7 +209,8 @@ fn revert(
     let names: Vec<&str> = planned.iter().map(|p| p.entry.file.as_str()).collect();
     Err(Error::TargetFailed(format!(
         "the check `{}` passed before and fails instrumented ({how}): the edits were \
-         reverted ({} restored byte for byte, manifest as before)",
+         reverted ({} restored byte for byte; the manifest records the revert, and the \
+         next map's instrumentation changelog shows it until `profmap instrument clean`)",
         check::shown(check_cmd),
         names.join(", ")
     )))

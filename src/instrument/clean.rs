@@ -24,6 +24,15 @@ enum State {
 /// Run `clean`; returns the exit code.
 pub fn clean(force: bool) -> Result<i32, Error> {
     let m = manifest::read()?;
+    if m.files.is_empty() && !m.reverted.is_empty() {
+        let _lock = manifest::lock_unchanged(&m)?;
+        manifest::write(&Manifest::default())?;
+        println!(
+            "No instrumentation is in place; the record of {} reverted change(s) was cleared.",
+            m.reverted.len()
+        );
+        return Ok(0);
+    }
     if m.files.is_empty() {
         println!(
             "Nothing to clean: no instrumentation is recorded in {}/{}.",

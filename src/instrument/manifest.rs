@@ -28,6 +28,23 @@ pub struct Manifest {
     pub format: String,
     pub version: u32,
     pub files: Vec<FileEntry>,
+    /// Instrumentation put in place and taken out again because the user's check
+    /// failed with it (kept until `clean`, so the next map and report say so).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reverted: Vec<Reverted>,
+}
+
+/// One `add` undone because its check failed instrumented.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Reverted {
+    /// The files restored (relative to the project folder).
+    pub files: Vec<String>,
+    /// The functions that were to be wrapped.
+    pub functions: Vec<String>,
+    /// The check, as shown to the user.
+    pub check: String,
+    /// How it failed (e.g. "exit code 1").
+    pub why: String,
 }
 
 /// One instrumented file.
@@ -79,6 +96,7 @@ impl Default for Manifest {
             format: FORMAT.into(),
             version: 1,
             files: Vec::new(),
+            reverted: Vec::new(),
         }
     }
 }
@@ -170,7 +188,23 @@ pub fn rows(m: &Manifest) -> Vec<InstrumentedFile> {
             lines: String::new(),
         });
     }
-    if !m.files.is_empty() {
+    for r in &m.reverted {
+        for f in &r.files {
+            out.push(InstrumentedFile {
+                file: f.clone(),
+                change_type: "reverted".into(),
+                what: format!(
+                    "timing wrappers on {} inserted, then taken out: the check `{}` failed \
+                     with them ({}); the file is back to its bytes before",
+                    r.functions.join(", "),
+                    r.check,
+                    r.why
+                ),
+                lines: String::new(),
+            });
+        }
+    }
+    if !m.files.is_empty() || !m.reverted.is_empty() {
         out.push(InstrumentedFile {
             file: format!("{DIR}/{NAME}"),
             change_type: "created".into(),

@@ -43,9 +43,18 @@ pub fn run(plan: &InstrumentPlan) -> Result<i32, Error> {
 /// `profmap instrument list`: what is in place, from the manifest.
 pub fn list() -> Result<i32, Error> {
     let m = manifest::read()?;
+    for r in &m.reverted {
+        println!(
+            "reverted: {} on {} (the check `{}` failed with them: {})",
+            r.functions.join(", "),
+            r.files.join(", "),
+            r.check,
+            r.why
+        );
+    }
     if m.files.is_empty() {
         println!(
-            "Nothing is instrumented here ({}/{} lists no change).",
+            "Nothing is instrumented here ({}/{} lists no change in place).",
             manifest::DIR,
             manifest::NAME
         );
