@@ -125,6 +125,32 @@ fn traced_functions_get_calls_memory_http_and_db_per_run() {
 }
 
 #[test]
+fn a_trace_target_file_without_the_function_exits_2_before_running() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("work.py"), WORK).unwrap();
+    std::fs::write(d.path().join("app.py"), APP).unwrap();
+    for (spec, says) in [
+        ("work.py:Store.qeury", "nearest: Store.query"),
+        ("missing.py:main", "cannot read missing.py"),
+    ] {
+        let a = profmap()
+            .current_dir(d.path())
+            .args([
+                "bench", "--runs", "1", "--warmup", "0", "-q", "--trace", spec,
+            ])
+            .args(["--", "python3", "app.py"])
+            .assert()
+            .code(2);
+        let err = String::from_utf8_lossy(&a.get_output().stderr).into_owned();
+        assert!(err.contains(spec) && err.contains(says), "{spec}: {err}");
+        assert!(
+            !d.path().join("profile_output").join("run.log").exists(),
+            "{spec}: nothing ran"
+        );
+    }
+}
+
+#[test]
 fn a_module_run_with_dash_m_is_traced_too() {
     let d = tempfile::tempdir().unwrap();
     std::fs::write(d.path().join("work.py"), WORK).unwrap();

@@ -22,6 +22,7 @@ pub mod python;
 pub mod shim;
 
 use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use crate::error::Error;
@@ -39,6 +40,42 @@ pub fn run(plan: &InstrumentPlan) -> Result<i32, Error> {
         InstrumentPlan::Clean { force } => clean(*force),
     }
 }
+
+/// `--trace` targets named by a Python file are checked before anything runs: a file
+/// that does not exist or holds no such function is a usage error naming the nearest
+/// functions (exit 2), as for `instrument add`. Targets named by module are found by
+/// the shim at import time (a module's file is only known once its package imports),
+/// and a missing one is a warning after the run.
+pub fn check_trace_targets(specs: &[String]) -> Result<(), Error> {
+    for spec in specs {
+        let Some((file, qual)) = spec.rsplit_once(':') else {
+            continue;
+        };
+        if !(file.ends_with(".py") || file.ends_with(".pyw")) {
+            continue;
+        }
+        let path = Path::new(file);
+        let mut src = Vec::new();
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .and_then(|f| f.take(MAX_TRACE_SOURCE).read_to_end(&mut src))
+            .map_err(|e| {
+                Error::Usage(format!(
+                    "--trace {spec}: cannot read {file} ({e}); give the script's path as \
+                     the target runs it, or MODULE:QUALNAME"
+                ))
+            })?;
+        let located = python::locate(file, &src)?;
+        names::resolve(path, qual, &located)
+            .map_err(|e| Error::Usage(format!("--trace {spec}: {e}")))?;
+    }
+    Ok(())
+}
+
+/// The most of a `--trace` file read to check its names.
+const MAX_TRACE_SOURCE: u64 = 64 << 20;
 
 /// `profmap instrument list`: what is in place, from the manifest.
 pub fn list() -> Result<i32, Error> {
@@ -83,7 +120,6 @@ pub fn manifest_files(dir: &Path) -> Vec<InstrumentedFile> {
 
 /// As [`manifest_files`], saying why a manifest that exists could not be read.
 pub fn try_manifest_files(dir: &Path) -> Result<Vec<InstrumentedFile>, String> {
-    use std::os::unix::fs::OpenOptionsExt;
     let path = manifest::path_in(dir);
     let mut f = match std::fs::OpenOptions::new()
         .read(true)

@@ -49,6 +49,7 @@ pub const RUN_LOG: &str = "run.log";
 /// Run a `bench`, `run` or `record` session; returns the exit code.
 pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
     target::resolve_program(&plan.target.program)?;
+    crate::instrument::check_trace_targets(&plan.trace)?;
     if let Some(p) = &plan.output.summary_path {
         check_summary_path(p)?;
     }
