@@ -3,8 +3,8 @@
 # compiled, without touching any file: the source is parsed, a decorator is added to
 # each named def in the tree, and the tree is compiled. Each call appends one JSON line
 # to PROFMAP_TRACE_LOG: wall and CPU time, the tracemalloc delta, and the HTTP requests
-# (http.client, which urllib and urllib3/requests use) and DB-API queries (sqlite3, and
-# pymysql when imported) made during the call, by any thread of the process.
+# (http.client, which urllib and urllib3/requests use) and DB-API queries (sqlite3's
+# execute/executemany) made during the call, by any thread of the process.
 import os
 import sys
 
