@@ -20,7 +20,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::pg::{PgCluster, psql};
-use common::{profmap, valid_map};
+use common::{profmap, profmap_as_nobody, valid_map};
 use serde_json::Value;
 
 const QUERIES: usize = 40;
@@ -170,15 +170,6 @@ fn psql_running_40_queries_over_the_unix_socket_is_io_db_with_40_round_trips() {
     // process behind the socket, not by the socket's inode.
     let row = db_rows(&map, pg.port)[0];
     assert_eq!(row["kind"], "socket_unix", "{row:#}");
-}
-
-/// profmap run as `nobody` (perf_event_paranoid as the machine has it).
-fn profmap_as_nobody() -> std::process::Command {
-    let mut c = std::process::Command::new("setpriv");
-    c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(assert_cmd::cargo::cargo_bin("profmap"));
-    c.env("NO_COLOR", "1");
-    c
 }
 
 #[test]

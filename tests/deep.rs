@@ -9,7 +9,7 @@ use common::{find_step, hotspot_sum};
 
 use std::path::Path;
 
-use common::{compile, profmap, read_json, valid_map};
+use common::{compile, profmap, profmap_as_nobody, read_json, valid_map};
 use serde_json::Value;
 
 /// Each test profiles CPU-bound programs on a small machine: run side by side they
@@ -221,15 +221,6 @@ fn threads_and_a_forked_child_appear_in_the_steps() {
         "{}",
         map["profile_result"]["hotspots"]
     );
-}
-
-/// Run profmap as the unprivileged user `nobody` (perf_event_paranoid is 2 here).
-/// The profmap binary, run as user nobody.
-fn profmap_as_nobody() -> std::process::Command {
-    let mut c = std::process::Command::new("setpriv");
-    c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(assert_cmd::cargo::cargo_bin("profmap"));
-    c
 }
 
 fn as_nobody(args: &[&str], out: &Path, target: &Path) -> std::process::Output {

@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{profmap, read_json, valid_map};
+use common::{profmap, profmap_as_nobody, read_json, valid_map};
 
 fn stdlib_difflib() -> PathBuf {
     let out = Command::new("python3")
@@ -284,6 +284,38 @@ fn invalid_python_exits_2_and_is_untouched() {
     );
     assert_eq!(read(d.path().join("app.py")), src);
     assert!(!d.path().join(".profmap").exists());
+}
+
+#[test]
+fn a_file_the_user_cannot_write_exits_2_and_is_untouched() {
+    // SAFETY: getuid cannot fail.
+    if unsafe { libc::getuid() } != 0 {
+        panic!("this test switches to the user nobody and must run as root (CI does)");
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    // The folder is nobody's to write in; the file, root's, is not nobody's to write.
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let src = b"def ok():\n    return 1\n";
+    std::fs::write(d.path().join("app.py"), src).unwrap();
+    std::fs::set_permissions(
+        d.path().join("app.py"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let out = profmap_as_nobody()
+        .current_dir(d.path())
+        .args(["instrument", "add", "app.py:ok"])
+        .output()
+        .expect("setpriv runs");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("app.py") && err.contains("not writable"),
+        "{err}"
+    );
+    assert_eq!(read(d.path().join("app.py")), src);
+    assert!(!d.path().join(".profmap").exists(), "nothing created");
 }
 
 #[test]

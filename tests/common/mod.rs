@@ -55,6 +55,16 @@ pub fn profmap() -> assert_cmd::Command {
     c
 }
 
+/// The profmap binary, run as the unprivileged user `nobody` (perf_event_paranoid as
+/// the machine has it); the tests that use it run as root.
+pub fn profmap_as_nobody() -> std::process::Command {
+    let mut c = std::process::Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(assert_cmd::cargo::cargo_bin("profmap"));
+    c.env("NO_COLOR", "1");
+    c
+}
+
 pub fn read_json(p: &Path) -> serde_json::Value {
     let s = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     serde_json::from_str(&s).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
