@@ -2,10 +2,37 @@
 //!
 //! A blocked `read`/`recv`/`fsync`... names its descriptor (the recording's `waits`
 //! table). An event-loop wait (`epoll_wait`, `poll`, `select`) names a set, not the
-//! descriptor that ended it: that one is the socket the thread reads the reply from
-//! right after it wakes — the first reply read of a request→response turn recorded by
-//! the socket tracepoints on the same thread within [`READ_AFTER_WAKE_NS`] of the
-//! wake-up. So a client waiting in epoll for its database waits on the database.
+//! descriptor that ended it: that one is found from what the thread did on a socket
+//! right after it woke (within [`READ_AFTER_WAKE_NS`]), from the socket tracepoints'
+//! records (`sample::linux::sockio`):
+//!
+//! - it read the first bytes of a reply on a connection it is the client of (a
+//!   request→response turn of a socket the tree sent first on): the wait is on that
+//!   socket — a client waiting in epoll for its database waits on the database;
+//! - it took work from a client of its own (a connection the tree did not open and
+//!   read first on): it read the first request of a connection it had just accepted,
+//!   or answered a request (the turn of a connection it serves): the wait was for a
+//!   client, `idle`, on no resource — not network time on the connection it then
+//!   served. A listening wait ends in an accept, which no tracepoint but a syscall one
+//!   reports (those put every syscall of the tree on the slow path, +4–7% on
+//!   syscall-heavy targets, NOTES-waits); the accepted connection's first read, by the
+//!   same process right after the wake, stands for it — or after the thread waited
+//!   again (for the request's bytes) within the window, having done nothing on a
+//!   socket in between. The thread's own evidence comes first; an accepted
+//!   connection's first read (whose thread is not recorded) counts only when the
+//!   thread did nothing else on a socket in the window.
+//!
+//! The first of these after the wake decides. A connection the tree opened but where
+//! the peer speaks first (a MySQL greeting) has its turns at the tree's requests, not
+//! at the replies: it gives no evidence. The reading end of a socketpair (asyncio's
+//! self-pipe) looks like a served connection: the one wait its first read follows is
+//! idle (and still followed to its writer by the critical path when that is in the
+//! tree).
+//!
+//! Pipes and eventfds have no tracepoint of their own (only syscall ones, at the cost
+//! above): a wait their readiness ended is followed to their writer by the critical
+//! path when the writer is in the tree (the wake-up names it), and is otherwise
+//! unattributed.
 //!
 //! An event-loop wait that nothing in the run ended (no waker in the tree) and after
 //! which the thread read no reply was woken by a timer or a client from outside the
@@ -14,7 +41,7 @@
 
 use std::collections::HashMap;
 
-use crate::profile::{Protocol, ResourceKind, SampleKind, SampledProfile};
+use crate::profile::{Protocol, ResourceKind, SampleKind, SampledProfile, SocketTraffic};
 
 use super::classify::WaitCategory;
 use super::resources::ResourceRole;
@@ -23,11 +50,15 @@ use super::roles;
 /// How soon after waking a thread must read a reply for the wait to be on that reply.
 pub const READ_AFTER_WAKE_NS: u64 = 2_000_000;
 
-/// Each resource's role and recognised protocol, by resource index.
+/// Each resource's role and recognised protocol, by resource index; and which
+/// event-loop waits a client of the tree's own ended.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Roles {
     pub role: Vec<ResourceRole>,
     pub protocol: Vec<Option<Protocol>>,
+    /// By sample index: after this off-CPU sample the thread took a client's work on
+    /// a connection it serves (see the module doc). Empty when the tree serves none.
+    pub woken_by_client: Vec<bool>,
 }
 
 impl Roles {
@@ -46,7 +77,11 @@ impl Roles {
             .zip(&protocol)
             .map(|(r, proto)| roles::role_of(r, *proto))
             .collect();
-        Roles { role, protocol }
+        Roles {
+            role,
+            protocol,
+            woken_by_client: woken_by_client(p),
+        }
     }
 
     pub fn role(&self, resource: Option<u32>) -> Option<ResourceRole> {
@@ -55,7 +90,7 @@ impl Roles {
 }
 
 /// Each sample's resource (index into `resources`), from the waits table, with
-/// event-loop waits attributed to the socket read right after them.
+/// event-loop waits attributed to the reply read right after them.
 pub fn sample_resources(p: &SampledProfile, cats: &[WaitCategory]) -> Vec<Option<u32>> {
     let mut out = vec![None; p.samples.len()];
     for w in &p.waits {
@@ -65,8 +100,8 @@ pub fn sample_resources(p: &SampledProfile, cats: &[WaitCategory]) -> Vec<Option
             *slot = Some(r);
         }
     }
-    let reads = reply_reads(p);
-    if reads.is_empty() {
+    let after = AfterWake::of(p);
+    if after.is_empty() {
         return out;
     }
     for (i, s) in p.samples.iter().enumerate() {
@@ -74,8 +109,41 @@ pub fn sample_resources(p: &SampledProfile, cats: &[WaitCategory]) -> Vec<Option
             continue;
         }
         let end = s.time_ns.saturating_add(s.weight_ns);
-        if let Some(r) = first_read_after(&reads, s.tid, end) {
+        if let Some(Woke::Reply(r)) = after.next(s.pid, s.tid, end) {
             out[i] = Some(r);
+        }
+    }
+    out
+}
+
+/// By sample index, the off-CPU samples after which the thread took a client's work:
+/// right after them, or after waiting again within the window with nothing done on a
+/// socket in between (an accept, then a wait for the request's bytes).
+fn woken_by_client(p: &SampledProfile) -> Vec<bool> {
+    if !p.sockets.iter().any(served) {
+        return Vec::new();
+    }
+    let after = AfterWake::of(p);
+    let mut by_tid: HashMap<i32, Vec<usize>> = HashMap::new();
+    for (i, s) in p.samples.iter().enumerate() {
+        if matches!(s.kind, SampleKind::OffCpu { .. }) {
+            by_tid.entry(s.tid).or_default().push(i);
+        }
+    }
+    let mut out = vec![false; p.samples.len()];
+    for waits in by_tid.values_mut() {
+        waits.sort_unstable_by_key(|&i| p.samples[i].time_ns);
+        // From the last wait back: the start of the next one, when it was for a client.
+        let mut next_for_client: Option<u64> = None;
+        for &i in waits.iter().rev() {
+            let s = &p.samples[i];
+            let end = s.time_ns.saturating_add(s.weight_ns);
+            let mark = match after.next(s.pid, s.tid, end) {
+                Some(w) => w == Woke::Client,
+                None => next_for_client.is_some_and(|t| t >= end && t - end <= READ_AFTER_WAKE_NS),
+            };
+            out[i] = mark;
+            next_for_client = mark.then_some(s.time_ns);
         }
     }
     out
@@ -95,32 +163,81 @@ fn is_event_loop_wait(
     off && set && matches!(cat, Some(WaitCategory::Poll | WaitCategory::Other))
 }
 
-/// Reply reads per thread, in time order: (time, resource).
-fn reply_reads(p: &SampledProfile) -> HashMap<i32, Vec<(u64, u32)>> {
-    let mut by_tid: HashMap<i32, Vec<(u64, u32)>> = HashMap::new();
-    for s in &p.sockets {
-        let Some(r) = s.resource.filter(|&r| (r as usize) < p.resources.len()) else {
-            continue;
-        };
-        for t in &s.turns {
-            by_tid.entry(t.tid).or_default().push((t.time_ns, r));
-        }
-    }
-    for v in by_tid.values_mut() {
-        v.sort_unstable();
-    }
-    by_tid
+/// A connection the tree serves: it did not open it and read first on it (an accepted
+/// one). Its turns are the tree's answers.
+fn served(t: &SocketTraffic) -> bool {
+    !t.connected && !t.sent_first
 }
 
-fn first_read_after(reads: &HashMap<i32, Vec<(u64, u32)>>, tid: i32, end: u64) -> Option<u32> {
-    let v = reads.get(&tid)?;
-    let at = v.partition_point(|&(t, _)| t < end);
-    let &(t, r) = v.get(at)?;
-    (t - end <= READ_AFTER_WAKE_NS).then_some(r)
+/// What a thread did on a socket right after a wake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Woke {
+    /// Read a reply on a connection it is the client of (resource index).
+    Reply(u32),
+    /// Took a client's work: answered on, or first read from, a connection it serves.
+    Client,
+}
+
+/// The socket evidence of what ended a wait (see the module doc).
+#[derive(Debug, Default)]
+struct AfterWake {
+    /// Per thread, in time order: reply reads and answers.
+    by_tid: HashMap<i32, Vec<(u64, Woke)>>,
+    /// Per process, in time order: first reads of the connections it serves.
+    accepted: HashMap<i32, Vec<u64>>,
+}
+
+impl AfterWake {
+    fn of(p: &SampledProfile) -> AfterWake {
+        let mut a = AfterWake::default();
+        for s in &p.sockets {
+            let woke = if s.sent_first {
+                match s.resource.filter(|&r| (r as usize) < p.resources.len()) {
+                    Some(r) => Woke::Reply(r),
+                    None => continue,
+                }
+            } else if served(s) {
+                a.accepted.entry(s.pid).or_default().push(s.first_ns);
+                Woke::Client
+            } else {
+                // Opened by the tree, the peer spoke first: turns are requests.
+                continue;
+            };
+            for t in &s.turns {
+                a.by_tid.entry(t.tid).or_default().push((t.time_ns, woke));
+            }
+        }
+        for v in a.by_tid.values_mut() {
+            v.sort_unstable_by_key(|&(t, _)| t);
+        }
+        for v in a.accepted.values_mut() {
+            v.sort_unstable();
+        }
+        a
+    }
+
+    fn is_empty(&self) -> bool {
+        self.by_tid.is_empty() && self.accepted.is_empty()
+    }
+
+    /// The first evidence on thread `tid` of process `pid` within the window after
+    /// `end`: its own first, else a connection its process accepted.
+    fn next(&self, pid: i32, tid: i32, end: u64) -> Option<Woke> {
+        let own = self.by_tid.get(&tid).and_then(|v| {
+            let &(t, w) = v.get(v.partition_point(|&(t, _)| t < end))?;
+            (t - end <= READ_AFTER_WAKE_NS).then_some(w)
+        });
+        own.or_else(|| {
+            let v = self.accepted.get(&pid)?;
+            let &t = v.get(v.partition_point(|&t| t < end))?;
+            (t - end <= READ_AFTER_WAKE_NS).then_some(Woke::Client)
+        })
+    }
 }
 
 /// The category of sample `i`: its own, refined by what it waited on; an event-loop
-/// wait on nothing the run did is `idle` when that can be known (see the module doc).
+/// wait for a client of the tree's, or on nothing the run did, is `idle` (the latter
+/// when that can be known; see the module doc).
 pub fn category(
     p: &SampledProfile,
     i: usize,
@@ -128,11 +245,19 @@ pub fn category(
     resource: Option<u32>,
     roles: &Roles,
 ) -> WaitCategory {
+    let Some(s) = p.samples.get(i) else {
+        return roles::refine(cat, roles.role(resource));
+    };
+    let for_client = roles.woken_by_client.get(i).copied().unwrap_or(false)
+        && is_event_loop_wait(p, s.kind, Some(cat), resource);
+    if for_client {
+        return WaitCategory::Idle;
+    }
     let refined = roles::refine(cat, roles.role(resource));
     let unexplained_poll = refined == WaitCategory::Poll
         && p.sockets_recorded
         && p.wakers_recorded
-        && p.samples.get(i).is_some_and(|s| s.waker.is_none());
+        && s.waker.is_none();
     if unexplained_poll {
         WaitCategory::Idle
     } else {
@@ -238,5 +363,128 @@ mod tests {
             category(&p, 0, WaitCategory::Poll, None, &roles),
             WaitCategory::Poll
         );
+    }
+
+    /// An event-loop wait of thread `tid` from `from_us` to `to_us` (µs).
+    fn wait_us(tid: i32, from_us: u64, to_us: u64) -> ThreadSample {
+        ThreadSample {
+            time_ns: from_us * 1000,
+            weight_ns: (to_us - from_us) * 1000,
+            ..poll_wait(tid, 0, 0)
+        }
+    }
+
+    fn turn_us(tid: i32, at_us: u64) -> Turn {
+        Turn {
+            tid,
+            time_ns: at_us * 1000,
+        }
+    }
+
+    /// A connection the tree accepted from a client on this host (a loopback peer).
+    fn accepted(turns: Vec<Turn>, first_us: u64) -> (Resource, SocketTraffic) {
+        let r = Resource {
+            kind: ResourceKind::SocketTcp,
+            name: "127.0.0.1:40000".into(),
+            local: Some("127.0.0.1:8080".into()),
+            peer: Some("127.0.0.1:40000".into()),
+            pid: 1,
+            service: None,
+            peer_local: Some(true),
+        };
+        let t = SocketTraffic {
+            connected: false,
+            sent_first: false,
+            first_ns: first_us * 1000,
+            protocol: Some(Protocol::Http),
+            ..traffic(turns)
+        };
+        (r, t)
+    }
+
+    fn categories(p: &SampledProfile) -> Vec<WaitCategory> {
+        let cats = vec![WaitCategory::Poll; p.samples.len()];
+        let r = sample_resources(p, &cats);
+        let roles = Roles::of(p);
+        (0..p.samples.len())
+            .map(|i| category(p, i, cats[i], r[i], &roles))
+            .collect()
+    }
+
+    #[test]
+    fn a_server_s_waits_for_its_clients_are_idle_not_on_their_connections() {
+        use WaitCategory::{Idle, Poll};
+        // Listening until 10 ms; accept, then waiting for the request's bytes until
+        // 25 ms (first read 25.05, answer 25.1); waiting for the next request until
+        // 40 ms (answer 40.1); then a wait after which nothing happened on a socket.
+        let (conn, served) = accepted(vec![turn_us(7, 25_100), turn_us(7, 40_100)], 25_050);
+        let mut p = SampledProfile {
+            samples: vec![
+                wait_us(7, 0, 10_000),
+                wait_us(7, 10_200, 25_000),
+                wait_us(7, 26_000, 40_000),
+                wait_us(7, 41_000, 60_000),
+            ],
+            resources: vec![conn],
+            sockets: vec![served],
+            sockets_recorded: true,
+            ..SampledProfile::default()
+        };
+        let cats = vec![Poll; 4];
+        assert_eq!(
+            sample_resources(&p, &cats),
+            vec![None; 4],
+            "not the connection"
+        );
+        // Without wake-ups, the accept and the answers alone say it.
+        assert_eq!(categories(&p), vec![Idle, Idle, Idle, Poll]);
+        // A wait that ended 3 ms before the next one began is not chained to it.
+        p.samples[1] = wait_us(7, 13_000, 25_000);
+        assert_eq!(categories(&p)[..2], [Poll, Idle]);
+        p.wakers_recorded = true;
+        assert_eq!(categories(&p), vec![Idle; 4], "no waker in the run: idle");
+    }
+
+    #[test]
+    fn the_thread_s_own_reply_read_comes_before_an_accept_of_its_process() {
+        // Thread 7 reads a reply 1.5 ms after waking; 0.5 ms after it woke, another
+        // thread of the process read a newly accepted connection's first request.
+        let (conn, served) = accepted(Vec::new(), 10_500);
+        let p = SampledProfile {
+            samples: vec![wait_us(7, 0, 10_000), wait_us(8, 0, 10_400)],
+            resources: vec![db(), conn],
+            sockets: vec![
+                traffic(vec![turn_us(7, 11_500)]),
+                SocketTraffic {
+                    resource: Some(1),
+                    ..served
+                },
+            ],
+            sockets_recorded: true,
+            ..SampledProfile::default()
+        };
+        assert_eq!(
+            sample_resources(&p, &[WaitCategory::Poll; 2]),
+            vec![Some(0), None]
+        );
+        assert_eq!(categories(&p), vec![WaitCategory::Db, WaitCategory::Idle]);
+    }
+
+    #[test]
+    fn a_connection_whose_peer_speaks_first_gives_no_reply_evidence() {
+        // A MySQL-like client: it opened the connection, read the greeting first, and
+        // its turns are its requests, not the replies.
+        let p = SampledProfile {
+            samples: vec![poll_wait(7, 0, 10)],
+            resources: vec![db()],
+            sockets: vec![SocketTraffic {
+                sent_first: false,
+                ..traffic(vec![turn_us(7, 10_050)])
+            }],
+            sockets_recorded: true,
+            ..SampledProfile::default()
+        };
+        assert_eq!(sample_resources(&p, &[WaitCategory::Poll]), vec![None]);
+        assert_eq!(categories(&p), vec![WaitCategory::Poll]);
     }
 }
