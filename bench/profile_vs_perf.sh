@@ -5,7 +5,7 @@
 # program and on CPython (a build with symbols) running a pure-Python loop. Prints Markdown
 # tables; pass --write to replace the section "## Deep profile vs perf" in docs/benchmarks.md.
 #
-# The target alone and under perf runs through a tiny timing wrapper (compiled below) that
+# The target alone and under perf runs through a tiny timing wrapper (bench/fixtures/tw.c) that
 # forks it and reads its wall time (monotonic clock, fork to reap) and CPU time (wait4
 # rusage, user + sys). Under profmap the target runs unwrapped and profmap's own figures
 # are used (performance map baseline: rusage of the tree, wall from exec to exit): a
@@ -42,32 +42,7 @@ W=$(mktemp -d)
 if [ -n "${KEEP:-}" ]; then echo "work folder kept: $W" >&2; else trap 'rm -rf "$W"' EXIT; fi
 
 cc -O2 -g -o "$W/three_funcs" tests/fixtures/c/three_funcs.c
-cat >"$W/tw.c" <<'C'
-#define _GNU_SOURCE
-#include <stdio.h>
-#include <time.h>
-#include <unistd.h>
-#include <sys/wait.h>
-#include <sys/resource.h>
-/* tw OUT CMD ARGS...: run CMD, write "wall_s user_s sys_s" of it to OUT. */
-int main(int argc, char **argv) {
-    if (argc < 3) return 2;
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    pid_t p = fork();
-    if (p == 0) { execvp(argv[2], argv + 2); _exit(127); }
-    int st = 0; struct rusage ru;
-    if (p < 0 || wait4(p, &st, 0, &ru) < 0) return 2;
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    FILE *f = fopen(argv[1], "w");
-    if (!f) return 2;
-    fprintf(f, "%.6f %.6f %.6f\n", (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9,
-            ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6, ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
-    fclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-C
-cc -O2 -o "$W/tw" "$W/tw.c"
+cc -O2 -o "$W/tw" bench/fixtures/tw.c
 cat >"$W/pyloop.py" <<'PY'
 import sys
 def inner(n):

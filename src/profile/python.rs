@@ -86,6 +86,11 @@ pub struct MergeStats {
     /// Those with a Python sample near but no evaluation frame in the native stack
     /// (native-only code at the time, or an unwinding that stopped short).
     pub no_eval_frame: u64,
+    /// Those on-CPU with Python reads near, none of which could be the thread's stack
+    /// at the time: it was idle at every one, or (running the interpreter's own code,
+    /// which holds the GIL) did not hold the GIL at any.
+    #[serde(default)]
+    pub no_consistent_read: u64,
 }
 
 impl PythonStacks {
@@ -140,7 +145,12 @@ pub(super) fn validate(p: &PythonStacks) -> Result<(), String> {
     }
     if let Some(m) = &p.merge {
         ns("Python merge window_ns", m.window_ns)?;
-        let parts = [m.merged, m.no_python_sample_near, m.no_eval_frame];
+        let parts = [
+            m.merged,
+            m.no_python_sample_near,
+            m.no_eval_frame,
+            m.no_consistent_read,
+        ];
         let sum = parts.iter().fold(0u64, |a, &b| a.saturating_add(b));
         if sum > m.candidates || m.candidates > MAX_SAMPLES as u64 {
             return Err(format!(

@@ -236,6 +236,9 @@ pub struct PythonReadQuality {
     pub no_python_sample_near: Option<u64>,
     /// Candidates with a Python read near but no evaluation frame in the native stack.
     pub no_eval_frame: Option<u64>,
+    /// On-CPU candidates whose reads near all showed the thread idle, or not holding
+    /// the GIL while it ran the interpreter's code: not its stack at the time.
+    pub no_consistent_read: Option<u64>,
 }
 
 /// The deep profile's counts in `measurement_quality`.

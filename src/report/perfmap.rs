@@ -399,5 +399,6 @@ fn python_quality(py: &crate::profile::PythonStacks) -> Option<PythonReadQuality
         merged_pct: m.and_then(|m| pct(m.merged, m.candidates)),
         no_python_sample_near: m.map(|m| m.no_python_sample_near),
         no_eval_frame: m.map(|m| m.no_eval_frame),
+        no_consistent_read: m.map(|m| m.no_consistent_read),
     })
 }

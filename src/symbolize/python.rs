@@ -4,7 +4,14 @@
 //! Each native sample (on- or off-CPU) of a thread that has Python samples takes the
 //! Python stack of the nearest Python sample of the same thread, within [`WINDOW_NS`]
 //! (two reading periods at 100 Hz) of the on-CPU tick, or of the off-CPU interval
-//! (a read inside the interval is at distance 0). Its stack becomes:
+//! (a read inside the interval is at distance 0), that can be the thread's stack at
+//! that moment: an on-CPU sample takes no read where the thread was idle, and one
+//! running the interpreter's own code (bytecode runs only with the GIL) no read where
+//! it did not hold the GIL, when the interpreter's GIL holder was read at all (a C
+//! extension that released the GIL runs outside the interpreter's code and keeps any
+//! active read). Without this, threads taking turns on the GIL lent their CPU time to
+//! wherever they had last been seen waiting (a pool of four: 39% of the CPU on
+//! `Condition.__enter__`, a lock wait). Its stack becomes:
 //! 1. the native frames above the outermost evaluation frame (`_PyEval_EvalFrameDefault`
 //!    and its older names): `_start`, `Py_RunMain`, `PyEval_EvalCode`... or libc's
 //!    thread start and `thread_run`;
@@ -65,6 +72,12 @@ pub fn merge(p: &mut SampledProfile, py: PythonStacks) {
         p.python = py;
         return;
     }
+    let gil_read: std::collections::HashSet<i32> = py
+        .samples
+        .iter()
+        .filter(|s| s.owns_gil)
+        .map(|s| s.pid)
+        .collect();
     let mut interner = Interner::new(p);
     let py_frames: Vec<u32> = py
         .frames
@@ -97,14 +110,28 @@ pub fn merge(p: &mut SampledProfile, py: PythonStacks) {
             SampleKind::OnCpu => (s.time_ns, s.time_ns),
             SampleKind::OffCpu { .. } => (s.time_ns, s.time_ns.saturating_add(s.weight_ns)),
         };
-        let near = nearest(&py, list, lo, hi);
+        let near = nearest(&py, list, lo, hi, |_| true);
         if has_eval || near.is_some() {
             stats.candidates += 1;
         }
-        let Some(pi) = near else {
+        let Some(mut pi) = near else {
             stats.no_python_sample_near += u64::from(has_eval);
             continue;
         };
+        if s.kind == SampleKind::OnCpu {
+            let needs_gil = gil_read.contains(&s.pid) && runs_interpreter(p, &native);
+            let fits = |i: usize| {
+                let r = &py.samples[i];
+                r.active && (r.owns_gil || !needs_gil)
+            };
+            match nearest(&py, list, lo, hi, fits) {
+                Some(i) => pi = i,
+                None => {
+                    stats.no_consistent_read += 1;
+                    continue;
+                }
+            }
+        }
         let Some(ids) = splice(p, &native, &py.samples[pi].frames, &py_frames) else {
             stats.no_eval_frame += 1;
             continue;
@@ -139,22 +166,44 @@ fn merge_warning(m: &MergeStats) -> Option<String> {
 /// Unmerged share (%) of the Python threads' samples above which a warning says so.
 const UNMERGED_WARN_PCT: f64 = 10.0;
 
-/// The index of the Python sample of `list` nearest to `[lo, hi]`, within the window.
-fn nearest(py: &PythonStacks, list: &[usize], lo: u64, hi: u64) -> Option<usize> {
+/// The index of the Python sample of `list` nearest to `[lo, hi]` for which `fits`
+/// holds, within the window.
+fn nearest(
+    py: &PythonStacks,
+    list: &[usize],
+    lo: u64,
+    hi: u64,
+    fits: impl Fn(usize) -> bool,
+) -> Option<usize> {
     let at = list.partition_point(|&i| py.samples[i].time_ns < lo);
     let dist = |i: usize| {
         let t = py.samples[i].time_ns;
         if t < lo { lo - t } else { t.saturating_sub(hi) }
     };
-    let mut best: Option<(u64, usize)> = None;
-    let before = at.checked_sub(1).and_then(|j| list.get(j));
-    for &i in before.into_iter().chain(list.get(at)) {
-        let d = dist(i);
-        if d <= WINDOW_NS && best.is_none_or(|(bd, _)| d < bd) {
-            best = Some((d, i));
-        }
+    let before = list[..at]
+        .iter()
+        .rev()
+        .take_while(|&&i| dist(i) <= WINDOW_NS)
+        .find(|&&i| fits(i));
+    let after = list[at..]
+        .iter()
+        .take_while(|&&i| dist(i) <= WINDOW_NS)
+        .find(|&&i| fits(i));
+    match (before, after) {
+        (Some(&b), Some(&a)) => Some(if dist(a) < dist(b) { a } else { b }),
+        (b, a) => b.or(a).copied(),
     }
-    best.map(|(_, i)| i)
+}
+
+/// True when the innermost user-space frame of `native` (root first) is the
+/// interpreter's own code: bytecode, or its C functions, which run with the GIL held.
+fn runs_interpreter(p: &SampledProfile, native: &[u32]) -> bool {
+    native
+        .iter()
+        .rev()
+        .map(|&id| &p.frames[id as usize])
+        .find(|f| f.kind == FrameKind::User)
+        .is_some_and(crate::profile::is_interpreter_frame)
 }
 
 /// The merged frame ids, root first; None when `native` has no evaluation frame.
@@ -344,5 +393,101 @@ mod tests {
         assert_eq!(names(&p, 0)[1], "_PyEval_EvalFrameDefault");
         let m = p.python.merge.expect("stats");
         assert_eq!((m.candidates, m.merged, m.no_python_sample_near), (2, 0, 2));
+    }
+
+    /// One on-CPU tick at 50 ms in the interpreter's own code (main → eval → long_add).
+    fn running_bytecode() -> SampledProfile {
+        let mut p = SampledProfile::default();
+        for (i, f) in ["main", "_PyEval_EvalFrameDefault", "long_add"]
+            .into_iter()
+            .enumerate()
+        {
+            p.frames.push(native(f, "python3.11", FrameKind::User));
+            p.stacks.push(StackNode {
+                parent: i.checked_sub(1).map(|j| j as u32),
+                frame: i as u32,
+            });
+        }
+        p.samples.push(ThreadSample {
+            pid: 7,
+            tid: 7,
+            time_ns: 50_000_000,
+            stack: Some(2),
+            weight_ns: 1_000_000,
+            kind: SampleKind::OnCpu,
+            waker: None,
+        });
+        p
+    }
+
+    /// Reads at `times` of `(leaf function, active, owns_gil)`.
+    fn reads(times: &[(u64, &str, bool, bool)]) -> PythonStacks {
+        let mut py = PythonStacks::default();
+        for &(time_ns, leaf, active, owns_gil) in times {
+            py.frames.push(PythonFrame {
+                function: leaf.into(),
+                file: "/app/m.py".into(),
+                module: "m".into(),
+                line: Some(1),
+            });
+            py.samples.push(PythonSample {
+                pid: 7,
+                tid: 7,
+                time_ns,
+                frames: vec![(py.frames.len() - 1) as u32],
+                active,
+                owns_gil,
+            });
+        }
+        py
+    }
+
+    #[test]
+    fn running_bytecode_takes_the_nearest_read_that_held_the_gil() {
+        // 2 ms away the thread waited for a lock (no GIL); 12 ms away it computed.
+        let mut p = running_bytecode();
+        merge(
+            &mut p,
+            reads(&[
+                (52_000_000, "Condition.__enter__", true, false),
+                (38_000_000, "find_longest_match", true, true),
+            ]),
+        );
+        assert_eq!(names(&p, 0), ["main", "find_longest_match", "long_add"]);
+        // An idle read is never an on-CPU sample's stack.
+        let mut p = running_bytecode();
+        merge(
+            &mut p,
+            reads(&[
+                (51_000_000, "sleep", false, false),
+                (40_000_000, "spin", true, true),
+            ]),
+        );
+        assert_eq!(names(&p, 0)[1], "spin");
+        // Nothing consistent in the window: the native stack stays, and is counted.
+        let mut p = running_bytecode();
+        merge(
+            &mut p,
+            reads(&[
+                (51_000_000, "Condition.__enter__", true, false),
+                (90_000_000, "other_thread_gil", true, true),
+            ]),
+        );
+        assert_eq!(names(&p, 0)[1], "_PyEval_EvalFrameDefault");
+        assert_eq!(p.python.merge.expect("stats").no_consistent_read, 1);
+    }
+
+    #[test]
+    fn without_a_gil_holder_read_the_nearest_active_read_is_taken() {
+        // No read of this interpreter ever saw the GIL held (its holder unknown).
+        let mut p = running_bytecode();
+        merge(
+            &mut p,
+            reads(&[
+                (52_000_000, "near", true, false),
+                (38_000_000, "far", true, false),
+            ]),
+        );
+        assert_eq!(names(&p, 0)[1], "near");
     }
 }
