@@ -195,6 +195,7 @@ fn apply(rec: &mut Recording, d: &Damage) {
                 merged,
                 no_python_sample_near: 0,
                 no_eval_frame: 0,
+                no_consistent_read: 0,
             });
         }
         Damage::Amount(v) => {
