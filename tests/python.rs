@@ -1,7 +1,9 @@
 //! Python programs end to end through the binary, on real interpreters: Python stacks
 //! read during the run and merged into the native profile, so steps, hotspots and
 //! bottlenecks name Python functions (issue 9 §1). Launchers: Debian's stripped
-//! `/usr/bin/python3`, `sh -c`, and pyenv's bash shim (which execs the interpreter).
+//! `/usr/bin/python3`, `sh -c`, pyenv's bash shim (which execs the interpreter),
+//! and an interpreter started by `subprocess` from a Python parent. Interpreters:
+//! Debian's 3.11 and pyenv's 3.8 to 3.13, with threads.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod common;
@@ -33,7 +35,25 @@ fn script(name: &str) -> PathBuf {
 }
 
 fn record(out: &Path, cmd: &[&str]) -> (Value, SampledProfile) {
-    profmap()
+    record_in(out, cmd, None, &[])
+}
+
+/// `record` with the target started in `dir` (default: the test's) and `env` added.
+fn record_in(
+    out: &Path,
+    cmd: &[&str],
+    dir: Option<&Path>,
+    env: &[(&str, &Path)],
+) -> (Value, SampledProfile) {
+    let mut c = profmap();
+    if let Some(d) = dir {
+        c.current_dir(d);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    // No __pycache__ written into the fixtures.
+    c.env("PYTHONDONTWRITEBYTECODE", "1")
         .args(["record", "-q", "--out"])
         .arg(out)
         .arg("--")
@@ -48,16 +68,23 @@ fn record(out: &Path, cmd: &[&str]) -> (Value, SampledProfile) {
 /// The Python table is there, one interpreter was read, and most of its samples met
 /// a Python stack; prints the figures.
 fn check_python_table(p: &SampledProfile, version_prefix: &str) {
+    check_python_tables(p, version_prefix, 1);
+}
+
+/// The same with `n` interpreters, all of the version.
+fn check_python_tables(p: &SampledProfile, version_prefix: &str, n: usize) {
     let py = &p.python;
     assert_eq!(
         py.interpreters.len(),
-        1,
+        n,
         "{:?} {:?}",
         py.interpreters,
         p.quality.warnings
     );
     assert!(
-        py.interpreters[0].version.starts_with(version_prefix),
+        py.interpreters
+            .iter()
+            .all(|i| i.version.starts_with(version_prefix)),
         "{:?}",
         py.interpreters
     );
@@ -77,8 +104,8 @@ fn check_python_table(p: &SampledProfile, version_prefix: &str) {
 
 /// The three functions' CPU split is 5:3:2 (± 5 points: about 350 Python reads (3.5 s at 100 Hz) give
 /// a standard error near 2.7 points on a 50% share), they are steps, and their
-/// location is the script's `file:line`.
-fn check_split(map: &Value, what: &str) {
+/// location is `file:line` in `file` (a path's end).
+fn check_split(map: &Value, what: &str, file: &str) {
     let names = ["alpha", "beta", "gamma"];
     let cpu: Vec<f64> = names
         .iter()
@@ -98,7 +125,7 @@ fn check_split(map: &Value, what: &str) {
         let s = find_step(steps, name).unwrap_or_else(|| panic!("{what}: no step {name}"));
         let loc = s["location"].as_str().unwrap_or_default();
         assert!(
-            loc.contains("three_funcs.py:"),
+            loc.contains(&format!("{file}:")),
             "{what}: step {name} at {loc}"
         );
     }
@@ -109,7 +136,7 @@ fn three_funcs(what: &str, cmd: &[&str], version_prefix: &str) {
     let d = tempfile::tempdir().expect("tempdir");
     let (map, p) = record(d.path(), cmd);
     check_python_table(&p, version_prefix);
-    check_split(&map, what);
+    check_split(&map, what, "three_funcs.py");
 }
 
 #[test]
@@ -120,7 +147,7 @@ fn debian_stripped_python_three_functions_5_3_2() {
     let first = d.path().join("first");
     let (map, p) = record(&first, &[DEBIAN_PYTHON, s.to_str().unwrap(), "800000"]);
     check_python_table(&p, "3.");
-    check_split(&map, "debian");
+    check_split(&map, "debian", "three_funcs.py");
     // `report` reads the merged stacks back from the recording: the same map.
     let second = d.path().join("second");
     profmap()
@@ -411,4 +438,68 @@ fn a_multiprocessing_pool_s_workers_are_read() {
     let first = &map["profile_result"]["top_bottlenecks"][0];
     assert_eq!(first["function"], "work", "{first}");
     assert_eq!(first["type"], "CPU", "{first}");
+}
+
+/// A Python parent that starts another interpreter with `subprocess` and waits: both
+/// are read, and the child's three functions are its steps, at three_funcs.py:LINE,
+/// 5:3:2. On 3.11+ subprocess forks with vfork and on 3.9 with fork; with a
+/// `preexec_fn` the forked copy runs Python before it execs the same (position-
+/// independent) executable, whose new image must be read afresh.
+#[test]
+fn an_interpreter_started_by_subprocess_is_read() {
+    let _one = serial();
+    let child = script("three_funcs.py");
+    let cases = [
+        (DEBIAN_PYTHON, "plain", "3.11"),
+        ("/root/.pyenv/versions/3.9.18/bin/python3", "plain", "3.9"),
+        (
+            "/root/.pyenv/versions/3.11.7/bin/python3",
+            "preexec",
+            "3.11.7",
+        ),
+    ];
+    for (exe, mode, version) in cases {
+        assert!(Path::new(exe).exists(), "{exe} missing");
+        let what = format!("{exe} {mode}");
+        let d = tempfile::tempdir().expect("tempdir");
+        let parent = script("spawn_child.py");
+        let cmd = [
+            exe,
+            parent.to_str().unwrap(),
+            mode,
+            child.to_str().unwrap(),
+            "400000",
+        ];
+        let (map, p) = record(d.path(), &cmd);
+        check_python_tables(&p, version, 2);
+        check_split(&map, &what, "three_funcs.py");
+        // alpha ran in the child, not in the parent (the profiled tree's root).
+        let py = &p.python;
+        let parent_pid = py.interpreters.iter().map(|i| i.pid).min().unwrap();
+        let mut pids: Vec<i32> = py
+            .samples
+            .iter()
+            .filter(|x| {
+                x.frames
+                    .last()
+                    .is_some_and(|&f| py.frames[f as usize].function == "alpha")
+            })
+            .map(|x| x.pid)
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        assert_eq!(pids.len(), 1, "{what}: alpha in processes {pids:?}");
+        assert_ne!(pids[0], parent_pid, "{what}");
+        // The parent was read too: a step of its own code (its wait for the child
+        // is the child's work on the critical path, not a step of its own).
+        let steps = &map["profile_result"]["performance_map"]["steps"];
+        assert!(step_at(steps, "spawn_child.py:"), "{what}: {steps}");
+    }
+}
+
+/// Some step, at any depth, is located in `file:` (a path's end and a colon).
+fn step_at(steps: &Value, file: &str) -> bool {
+    steps.as_array().into_iter().flatten().any(|s| {
+        s["location"].as_str().is_some_and(|l| l.contains(file)) || step_at(&s["children"], file)
+    })
 }

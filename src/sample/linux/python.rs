@@ -11,7 +11,12 @@
 //!   execs the interpreter keeps its pid). An interpreter still starting is retried at
 //!   each scan for [`ATTACH_FOR_NS`] (3 s); one that cannot be read (by then, or by the
 //!   end of the run) gives a warning naming it and py-spy's reason (for an unsupported
-//!   version: "Unsupported version of Python: X.Y.Z").
+//!   version: "Unsupported version of Python: X.Y.Z"). A process being read that has
+//!   exec'd since it was attached (its code's or its stack's start in
+//!   `/proc/PID/stat` moved: a forked interpreter, such as `subprocess`'s with a
+//!   `preexec_fn`, that execs an interpreter, even the same position-independent
+//!   one) is attached afresh: checked at each full scan and when a read fails, since
+//!   the reader's addresses are the old image's.
 //! - Reading: `PythonSpy::get_stack_traces` with `LockingStrategy::NonBlocking` copies
 //!   the interpreter's thread states and frames with `process_vm_readv` while the
 //!   target runs (~250 µs a read): a stack can be torn (read while it changed); the
@@ -60,7 +65,7 @@ use std::time::Duration;
 use py_spy::config::LockingStrategy;
 use py_spy::{Config, PythonSpy, StackTrace};
 
-use super::pyfind::{alive, exe_of, looks_like_python, module_name, tree};
+use super::pyfind::{Image, alive, exe_of, image_of, looks_like_python, module_name, tree};
 use super::sys::monotonic_ns;
 use crate::profile::{PythonFrame, PythonInterpreter, PythonSample, PythonStacks};
 
@@ -139,6 +144,8 @@ enum Seen {
         exe: String,
         spy: Box<PythonSpy>,
         tids: ThreadIds,
+        /// Its memory layout when attached: a change means it exec'd.
+        image: Option<Image>,
     },
     /// Given up on (warned) or exited.
     Done { exe: String },
@@ -244,7 +251,10 @@ fn scan(st: &mut State, only: Option<&[i32]>) {
             continue;
         }
         let Some(exe) = exe_of(pid) else { continue };
-        let fresh = st.seen.get(&pid).is_none_or(|s| s.exe() != exe);
+        let fresh = st
+            .seen
+            .get(&pid)
+            .is_none_or(|s| s.exe() != exe || execed(s, pid));
         if fresh {
             st.seen.insert(pid, Seen::Other { exe, checks: 0 });
         }
@@ -286,20 +296,28 @@ fn config() -> Config {
 fn attach(st: &mut State, pid: i32, exe: String, since: u64) -> Seen {
     // The reader may panic on a process that changes under it: that is an error of
     // this one process, not the end of the Python sampler.
+    // Before the reader, so that an exec while it attaches shows as a change.
+    let image = image_of(pid);
     let made =
         std::panic::catch_unwind(|| PythonSpy::new(pid, &config()).map_err(|e| format!("{e:#}")))
             .unwrap_or_else(|_| Err(PANICKED.to_string()));
     let err = match made {
         Ok(spy) => {
-            st.out.interpreters.push(PythonInterpreter {
+            let it = PythonInterpreter {
                 pid,
                 version: spy.version.to_string(),
                 exe: Some(exe.clone()),
-            });
+            };
+            // One entry per process: an interpreter that exec'd another keeps the last.
+            match st.out.interpreters.iter_mut().find(|i| i.pid == pid) {
+                Some(old) => *old = it,
+                None => st.out.interpreters.push(it),
+            }
             return Seen::Reading {
                 exe,
                 spy: Box::new(spy),
                 tids: ThreadIds::default(),
+                image,
             };
         }
         Err(e) => e,
@@ -322,6 +340,13 @@ fn attach(st: &mut State, pid: i32, exe: String, since: u64) -> Seen {
     }
     st.warnings.push(unreadable(pid, &exe, &err));
     Seen::Done { exe }
+}
+
+/// True when `seen` is an interpreter being read whose process has exec'd since (a
+/// forked interpreter that execs one: the reader's addresses are the old image's).
+fn execed(seen: &Seen, pid: i32) -> bool {
+    matches!(seen, Seen::Reading { image: Some(then), .. }
+        if image_of(pid).is_some_and(|now| now != *then))
 }
 
 /// What a panic of the stack reader is reported as.
@@ -363,10 +388,17 @@ fn read_all(st: &mut State) {
             Ok((traces, os)) => record(st, pid, t, &traces, &os),
             Err(_) => {
                 st.out.failed_reads += 1;
-                if !alive(pid)
+                let gone = !alive(pid);
+                if (gone || st.seen.get(&pid).is_some_and(|s| execed(s, pid)))
                     && let Some(Seen::Reading { exe, .. }) = st.seen.remove(&pid)
                 {
-                    st.seen.insert(pid, Seen::Done { exe });
+                    // An exec'd process is looked at afresh by the next scan.
+                    let next = if gone {
+                        Seen::Done { exe }
+                    } else {
+                        Seen::Other { exe, checks: 0 }
+                    };
+                    st.seen.insert(pid, next);
                 }
             }
         }
