@@ -2,8 +2,9 @@
 //! read during the run and merged into the native profile, so steps, hotspots and
 //! bottlenecks name Python functions (issue 9 §1). Launchers: Debian's stripped
 //! `/usr/bin/python3`, `sh -c`, pyenv's bash shim (which execs the interpreter),
-//! and an interpreter started by `subprocess` from a Python parent. Interpreters:
-//! Debian's 3.11 and pyenv's 3.8 to 3.13, with threads.
+//! `python3 -m MODULE`, an interpreter started by `subprocess` from a Python parent,
+//! and `python3 -m pytest`. Interpreters: Debian's 3.11 and pyenv's 3.8 to 3.13, with
+//! threads.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod common;
@@ -440,6 +441,43 @@ fn a_multiprocessing_pool_s_workers_are_read() {
     assert_eq!(first["type"], "CPU", "{first}");
 }
 
+/// The fixtures' folder, where `splitpkg` is.
+fn fixtures() -> PathBuf {
+    script("")
+}
+
+/// `python3 -m splitpkg.work`: found through PYTHONPATH (from another folder), and
+/// through the current folder (on 3.10); the functions' module is the package's.
+#[test]
+fn python_dash_m_module_three_functions_5_3_2() {
+    let _one = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    let dirs = fixtures();
+    let cmd = [DEBIAN_PYTHON, "-m", "splitpkg.work", "800000"];
+    let (map, p) = record_in(
+        &d.path().join("pythonpath"),
+        &cmd,
+        Some(d.path()),
+        &[("PYTHONPATH", &dirs)],
+    );
+    check_python_table(&p, "3.");
+    check_split(&map, "-m with PYTHONPATH", "splitpkg/work.py");
+    let modules: Vec<&str> = map["profile_result"]["hotspots"]
+        .as_array()
+        .expect("hotspots")
+        .iter()
+        .filter(|h| h["function"] == "alpha")
+        .filter_map(|h| h["module"].as_str())
+        .collect();
+    assert_eq!(modules, ["splitpkg.work"]);
+    let py310 = "/root/.pyenv/versions/3.10.13/bin/python3";
+    assert!(Path::new(py310).exists(), "{py310} missing");
+    let cmd = [py310, "-m", "splitpkg.work", "300000"];
+    let (map, p) = record_in(&d.path().join("cwd"), &cmd, Some(&dirs), &[]);
+    check_python_table(&p, "3.10");
+    check_split(&map, "-m from the current folder", "splitpkg/work.py");
+}
+
 /// A Python parent that starts another interpreter with `subprocess` and waits: both
 /// are read, and the child's three functions are its steps, at three_funcs.py:LINE,
 /// 5:3:2. On 3.11+ subprocess forks with vfork and on 3.9 with fork; with a
@@ -502,4 +540,38 @@ fn step_at(steps: &Value, file: &str) -> bool {
     steps.as_array().into_iter().flatten().any(|s| {
         s["location"].as_str().is_some_and(|l| l.contains(file)) || step_at(&s["children"], file)
     })
+}
+
+/// The pyenv CPython that .ci/run installs pytest for.
+const PYTEST_PYTHON: &str = "/root/.pyenv/versions/3.11.7/bin/python3";
+
+/// `python3 -m pytest -q FILE`: the test's CPU-bound function is the first
+/// bottleneck, at its file:line, among pytest's own start-up.
+#[test]
+fn a_test_run_by_pytest_names_its_cpu_bound_function() {
+    let _one = serial();
+    let has = Command::new(PYTEST_PYTHON)
+        .args(["-c", "import pytest"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(has, "no pytest for {PYTEST_PYTHON}: .ci/run installs it");
+    let d = tempfile::tempdir().expect("tempdir");
+    let t = script("test_spin.py");
+    let cmd = [
+        PYTEST_PYTHON,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        t.to_str().unwrap(),
+    ];
+    let (map, p) = record_in(d.path(), &cmd, Some(d.path()), &[]);
+    check_python_table(&p, "3.11.7");
+    let first = &map["profile_result"]["top_bottlenecks"][0];
+    assert_eq!(first["function"], "spin", "{first}");
+    assert_eq!(first["type"], "CPU", "{first}");
+    let loc = first["location"].as_str().unwrap_or_default();
+    assert!(loc.contains("test_spin.py:"), "{first}");
+    assert!(hotspot_sum(&map, "spin", "self_cpu_time_ms") > 200.0);
 }
