@@ -32,6 +32,33 @@ fn ppid(pid: i32) -> Option<i32> {
     rest.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// A process's memory layout as `/proc/PID/stat` gives it: where its code and its
+/// stack start. Both are placed afresh by an exec (with address-space randomisation,
+/// the stack always, the code of a position-independent executable), so a change
+/// tells that the process exec'd, even the same executable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Image {
+    start_code: u64,
+    start_stack: u64,
+}
+
+pub(super) fn image_of(pid: i32) -> Option<Image> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    image_from_stat(&stat)
+}
+
+/// Fields 26 (startcode) and 28 (startstack) of a `/proc/PID/stat` line.
+fn image_from_stat(stat: &str) -> Option<Image> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut f = rest.split_whitespace().skip(23);
+    let start_code = f.next()?.parse().ok()?;
+    let start_stack = f.nth(1)?.parse().ok()?;
+    Some(Image {
+        start_code,
+        start_stack,
+    })
+}
+
 pub(super) fn exe_of(pid: i32) -> Option<String> {
     std::fs::read_link(format!("/proc/{pid}/exe"))
         .ok()
@@ -71,7 +98,21 @@ pub(crate) fn module_name(short: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::module_name;
+    use super::{image_from_stat, image_of, module_name};
+
+    #[test]
+    fn image_is_read_from_stat() {
+        // A real line (fields 26 and 28: 4194304, 140724603453024).
+        let line = "1234 (python3 (x)) S 1 1234 1234 34816 1234 4194560 1097 0 0 0 3 0 0 0 20 0 \
+                    1 0 1882 13975552 2307 18446744073709551615 4194304 6980393 \
+                    140724603453024 0 0 0 0 16781312 2 0 0 0 17 1 0 0 0 0 0 9194552 9257184 \
+                    9564160 140724603456837 140724603456859 140724603456859 140724603457512 0";
+        let i = image_from_stat(line).expect("image");
+        assert_eq!(i.start_code, 4194304);
+        assert_eq!(i.start_stack, 140724603453024);
+        let me = image_of(std::process::id() as i32).expect("own image");
+        assert_ne!(me.start_stack, 0);
+    }
 
     #[test]
     fn module_names() {

@@ -11,16 +11,51 @@
 //!   execs the interpreter keeps its pid). An interpreter still starting is retried at
 //!   each scan for [`ATTACH_FOR_NS`] (3 s); one that cannot be read (by then, or by the
 //!   end of the run) gives a warning naming it and py-spy's reason (for an unsupported
-//!   version: "Unsupported version of Python: X.Y.Z").
+//!   version: "Unsupported version of Python: X.Y.Z"). A process being read that has
+//!   exec'd since it was attached (its code's or its stack's start in
+//!   `/proc/PID/stat` moved: a forked interpreter, such as `subprocess`'s with a
+//!   `preexec_fn`, that execs an interpreter, even the same position-independent
+//!   one) is attached afresh: checked at each full scan and when a read fails, since
+//!   the reader's addresses are the old image's.
 //! - Reading: `PythonSpy::get_stack_traces` with `LockingStrategy::NonBlocking` copies
 //!   the interpreter's thread states and frames with `process_vm_readv` while the
 //!   target runs (~250 µs a read): a stack can be torn (read while it changed); the
 //!   merge's share of samples merged is the measure of agreement. A read that fails
 //!   (the process exited, or memory changed under it) is counted and skipped.
-//! - Each sample: pid, OS tid (the thread state's `native_thread_id`, 3.11+; before
-//!   3.11 only a single-threaded interpreter's stack is attributed, to its main
-//!   thread), CLOCK_MONOTONIC time at the read's start, frames outermost first, and
-//!   py-spy's idle and GIL flags.
+//! - Each sample: pid, OS tid (below), CLOCK_MONOTONIC time at the read's start,
+//!   frames outermost first, and py-spy's idle and GIL flags.
+//!
+//! ## OS thread ids before CPython 3.11
+//!
+//! From 3.11 the thread state holds the OS thread id (`native_thread_id`) and py-spy
+//! gives it. Before, it holds only `thread_id`, the `pthread_t` of the thread: with
+//! glibc (and musl) the address of the thread's `struct pthread`, whose `tid` field
+//! holds the OS tid at an offset that is fixed for a libc build (0x2d0 on x86_64 glibc
+//! 2.36) but not part of any ABI. [`ThreadIds`] finds it per process rather than
+//! assuming it:
+//!
+//! 1. Calibration, at the first read that shows two or more Python threads: 1 KiB is
+//!    copied from each `pthread_t` (`process_vm_readv`) and the live tids of the
+//!    process are listed (`/proc/PID/task`); a thread state whose thread has not run
+//!    yet (`pthread_t` 0, made by `threading` before it starts) is left out. An offset qualifies when at every thread
+//!    the 32-bit word there is a live tid or 0 (glibc clears it when a thread exits),
+//!    at least two are live, and no two are equal. Exactly one offset must qualify;
+//!    none or several (a thread just starting or ending) fail the try, which is
+//!    repeated at the next reads up to [`CALIBRATE_TRIES`] times (~120 µs a try here,
+//!    debug build).
+//! 2. Each read then copies the word at `pthread_t + offset` of every thread in one
+//!    `process_vm_readv` (~8-11 µs for two threads here, debug build, 5-6 of them the
+//!    system call; a stack read is 250-700 µs) — read afresh, not cached, because
+//!    glibc reuses a finished thread's stack and so its `pthread_t` for the next
+//!    thread. A value is accepted when it is the one last accepted for that
+//!    `pthread_t` (the cache, per process), or else when `/proc/PID/task/TID` exists
+//!    (then cached); 0 or a dead tid leaves that thread's stack unattributed.
+//! 3. Until calibrated, or when it fails: only a single-threaded interpreter's stack
+//!    is attributed, to its main thread (pid); a multi-threaded one's stacks are
+//!    dropped, with a warning naming the process once the tries are spent (and the
+//!    merge's own warning on unmerged samples).
+//!
+//! Its cost is counted in the reads' time (`PythonStacks::read_ns`).
 
 use std::collections::HashMap;
 use std::sync::mpsc;
@@ -30,7 +65,7 @@ use std::time::Duration;
 use py_spy::config::LockingStrategy;
 use py_spy::{Config, PythonSpy, StackTrace};
 
-use super::pyfind::{alive, exe_of, looks_like_python, module_name, tree};
+use super::pyfind::{Image, alive, exe_of, image_of, looks_like_python, module_name, tree};
 use super::sys::monotonic_ns;
 use crate::profile::{PythonFrame, PythonInterpreter, PythonSample, PythonStacks};
 
@@ -98,10 +133,7 @@ impl Running {
 /// What is known of one process of the tree.
 enum Seen {
     /// Not (yet) an interpreter: its executable and the checks done on it.
-    Other {
-        exe: String,
-        checks: u32,
-    },
+    Other { exe: String, checks: u32 },
     /// An interpreter not readable yet: when it was first tried.
     Pending {
         exe: String,
@@ -111,11 +143,12 @@ enum Seen {
     Reading {
         exe: String,
         spy: Box<PythonSpy>,
+        tids: ThreadIds,
+        /// Its memory layout when attached: a change means it exec'd.
+        image: Option<Image>,
     },
     /// Given up on (warned) or exited.
-    Done {
-        exe: String,
-    },
+    Done { exe: String },
 }
 
 impl Seen {
@@ -218,7 +251,10 @@ fn scan(st: &mut State, only: Option<&[i32]>) {
             continue;
         }
         let Some(exe) = exe_of(pid) else { continue };
-        let fresh = st.seen.get(&pid).is_none_or(|s| s.exe() != exe);
+        let fresh = st
+            .seen
+            .get(&pid)
+            .is_none_or(|s| s.exe() != exe || execed(s, pid));
         if fresh {
             st.seen.insert(pid, Seen::Other { exe, checks: 0 });
         }
@@ -260,19 +296,28 @@ fn config() -> Config {
 fn attach(st: &mut State, pid: i32, exe: String, since: u64) -> Seen {
     // The reader may panic on a process that changes under it: that is an error of
     // this one process, not the end of the Python sampler.
+    // Before the reader, so that an exec while it attaches shows as a change.
+    let image = image_of(pid);
     let made =
         std::panic::catch_unwind(|| PythonSpy::new(pid, &config()).map_err(|e| format!("{e:#}")))
             .unwrap_or_else(|_| Err(PANICKED.to_string()));
     let err = match made {
         Ok(spy) => {
-            st.out.interpreters.push(PythonInterpreter {
+            let it = PythonInterpreter {
                 pid,
                 version: spy.version.to_string(),
                 exe: Some(exe.clone()),
-            });
+            };
+            // One entry per process: an interpreter that exec'd another keeps the last.
+            match st.out.interpreters.iter_mut().find(|i| i.pid == pid) {
+                Some(old) => *old = it,
+                None => st.out.interpreters.push(it),
+            }
             return Seen::Reading {
                 exe,
                 spy: Box::new(spy),
+                tids: ThreadIds::default(),
+                image,
             };
         }
         Err(e) => e,
@@ -297,6 +342,13 @@ fn attach(st: &mut State, pid: i32, exe: String, since: u64) -> Seen {
     Seen::Done { exe }
 }
 
+/// True when `seen` is an interpreter being read whose process has exec'd since (a
+/// forked interpreter that execs one: the reader's addresses are the old image's).
+fn execed(seen: &Seen, pid: i32) -> bool {
+    matches!(seen, Seen::Reading { image: Some(then), .. }
+        if image_of(pid).is_some_and(|now| now != *then))
+}
+
 /// What a panic of the stack reader is reported as.
 const PANICKED: &str = "the stack reader panicked";
 
@@ -315,7 +367,7 @@ fn read_all(st: &mut State) {
         .map(|(p, _)| *p)
         .collect();
     for pid in pids {
-        let Some(Seen::Reading { spy, .. }) = st.seen.get_mut(&pid) else {
+        let Some(Seen::Reading { spy, tids, .. }) = st.seen.get_mut(&pid) else {
             continue;
         };
         let t = monotonic_ns();
@@ -323,31 +375,64 @@ fn read_all(st: &mut State) {
             spy.get_stack_traces().map_err(|_| ())
         }))
         .unwrap_or(Err(()));
+        let got = got.map(|traces| {
+            let os = os_tids(tids, pid, &traces);
+            if let Some(w) = tids.warning(pid, &spy.version.to_string()) {
+                st.warnings.push(w);
+            }
+            (traces, os)
+        });
         st.out.read_ns += monotonic_ns().saturating_sub(t);
         st.out.reads += 1;
         match got {
-            Ok(traces) => record(st, pid, t, &traces),
+            Ok((traces, os)) => record(st, pid, t, &traces, &os),
             Err(_) => {
                 st.out.failed_reads += 1;
-                if !alive(pid)
+                let gone = !alive(pid);
+                if (gone || st.seen.get(&pid).is_some_and(|s| execed(s, pid)))
                     && let Some(Seen::Reading { exe, .. }) = st.seen.remove(&pid)
                 {
-                    st.seen.insert(pid, Seen::Done { exe });
+                    // An exec'd process is looked at afresh by the next scan.
+                    let next = if gone {
+                        Seen::Done { exe }
+                    } else {
+                        Seen::Other { exe, checks: 0 }
+                    };
+                    st.seen.insert(pid, next);
                 }
             }
         }
     }
 }
 
-fn record(st: &mut State, pid: i32, time_ns: u64, traces: &[StackTrace]) {
-    let single = traces.len() == 1;
-    for tr in traces {
-        let tid = match tr.os_thread_id {
-            Some(t) => i32::try_from(t).ok(),
-            None if single => Some(pid),
-            None => None,
-        };
-        let Some(tid) = tid else { continue };
+/// Each trace's OS tid: py-spy's (3.11+), else through `tids` (see the module doc).
+fn os_tids(tids: &mut ThreadIds, pid: i32, traces: &[StackTrace]) -> Vec<Option<i32>> {
+    let mut out: Vec<Option<i32>> = traces
+        .iter()
+        .map(|t| t.os_thread_id.and_then(|x| i32::try_from(x).ok()))
+        .collect();
+    let missing: Vec<usize> = (0..traces.len())
+        .filter(|&k| traces[k].os_thread_id.is_none())
+        .collect();
+    if missing.is_empty() {
+        return out;
+    }
+    let pthreads: Vec<u64> = missing.iter().map(|&k| traces[k].thread_id).collect();
+    match tids.resolve(pid, &pthreads) {
+        Some(found) => {
+            for (k, tid) in missing.into_iter().zip(found) {
+                out[k] = tid;
+            }
+        }
+        None if traces.len() == 1 => out[0] = Some(pid),
+        None => {}
+    }
+    out
+}
+
+fn record(st: &mut State, pid: i32, time_ns: u64, traces: &[StackTrace], tids: &[Option<i32>]) {
+    for (tr, tid) in traces.iter().zip(tids) {
+        let Some(tid) = *tid else { continue };
         let frames = tr
             .frames
             .iter()
@@ -377,4 +462,309 @@ fn intern(st: &mut State, f: &py_spy::Frame) -> u32 {
         frames.push(k.clone());
         (frames.len() - 1) as u32
     })
+}
+
+/// Tries at calibrating a process's `struct pthread` tid offset before giving up.
+const CALIBRATE_TRIES: u32 = 20;
+/// Bytes of `struct pthread` searched for the tid, from its start.
+const PTHREAD_WINDOW: usize = 1024;
+
+/// One interpreter's `pthread_t` → OS tid mapping, before CPython 3.11 (module doc).
+#[derive(Debug, Default)]
+struct ThreadIds {
+    /// The tid's offset in `struct pthread`, once calibrated.
+    offset: Option<u64>,
+    /// Calibrations tried that failed.
+    failed: u32,
+    /// Warned that calibration gave up.
+    warned: bool,
+    /// `pthread_t` → the tid last read there and found live.
+    known: HashMap<u64, i32>,
+}
+
+impl ThreadIds {
+    /// The OS tid of each `pthread_t` (None: not live, not readable), or None while
+    /// the offset is not known (calibrated here with two threads or more).
+    fn resolve(&mut self, pid: i32, pthreads: &[u64]) -> Option<Vec<Option<i32>>> {
+        // A thread state made by `threading` before its thread runs has pthread_t 0.
+        let started: Vec<u64> = pthreads.iter().copied().filter(|&p| p != 0).collect();
+        if self.offset.is_none() && started.len() >= 2 && self.failed < CALIBRATE_TRIES {
+            match calibrate(pid, &started) {
+                Some(off) => self.offset = Some(off as u64),
+                None => self.failed += 1,
+            }
+        }
+        let off = self.offset?;
+        let addrs: Vec<u64> = started.iter().map(|p| p.wrapping_add(off)).collect();
+        let mut words = read_words(pid, &addrs).into_iter();
+        let out = pthreads
+            .iter()
+            .map(|&p| {
+                let w = if p == 0 { None } else { words.next().flatten() };
+                let tid = i32::try_from(w?).ok().filter(|&t| t > 0)?;
+                if self.known.get(&p) == Some(&tid) {
+                    return Some(tid);
+                }
+                let live = std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists();
+                live.then(|| {
+                    self.known.insert(p, tid);
+                    tid
+                })
+            })
+            .collect();
+        Some(out)
+    }
+
+    /// Once, when calibration has given up.
+    fn warning(&mut self, pid: i32, version: &str) -> Option<String> {
+        if self.warned || self.offset.is_some() || self.failed < CALIBRATE_TRIES {
+            return None;
+        }
+        self.warned = true;
+        Some(format!(
+            "process {pid} (Python {version}): the OS thread of each Python thread could not \
+             be found (no tid recognised in the C library's thread structure after \
+             {CALIBRATE_TRIES} tries): the Python stacks of its threads are not attributed \
+             while it runs more than one thread, and those threads are profiled as native \
+             code only"
+        ))
+    }
+}
+
+/// The tid's offset in `struct pthread`, from the first [`PTHREAD_WINDOW`] bytes at
+/// each `pthread_t` and the process's live tids.
+fn calibrate(pid: i32, pthreads: &[u64]) -> Option<usize> {
+    let live: std::collections::HashSet<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    let windows: Vec<Vec<u8>> = pthreads
+        .iter()
+        .map(|&p| read_mem(pid, p, PTHREAD_WINDOW))
+        .collect::<Option<_>>()?;
+    pick_offset(&windows, &live)
+}
+
+/// The one 4-aligned offset where every window holds 0 or a live tid, at least two
+/// hold live ones, and no two the same; None when there is no such offset or several.
+fn pick_offset(windows: &[Vec<u8>], live: &std::collections::HashSet<i32>) -> Option<usize> {
+    let len = windows.iter().map(Vec::len).min()?;
+    let mut found = None;
+    for off in (0..len.saturating_sub(3)).step_by(4) {
+        let mut seen: Vec<i32> = Vec::with_capacity(windows.len());
+        let fits = windows.iter().all(|w| {
+            let v = u32::from_ne_bytes([w[off], w[off + 1], w[off + 2], w[off + 3]]);
+            let Ok(v) = i32::try_from(v) else {
+                return false;
+            };
+            if v == 0 {
+                return true;
+            }
+            let fresh = live.contains(&v) && !seen.contains(&v);
+            seen.push(v);
+            fresh
+        });
+        if fits && seen.len() >= 2 {
+            if found.is_some() {
+                return None;
+            }
+            found = Some(off);
+        }
+    }
+    found
+}
+
+/// `n` bytes of `pid`'s memory at `addr`, all of them or None.
+fn read_mem(pid: i32, addr: u64, n: usize) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; n];
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: n,
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: n,
+    };
+    // SAFETY: `local` points at our own buffer of n bytes; the remote range is only
+    // read, and checked by the kernel.
+    let got = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    (usize::try_from(got).ok() == Some(n)).then_some(buf)
+}
+
+/// The 32-bit word at each address of `pid`, in one `process_vm_readv` (those past a
+/// failed one read alone).
+fn read_words(pid: i32, addrs: &[u64]) -> Vec<Option<u32>> {
+    let mut words = vec![[0u8; 4]; addrs.len()];
+    let mut done = 0usize;
+    for (chunk_w, chunk_a) in words.chunks_mut(512).zip(addrs.chunks(512)) {
+        let local: Vec<libc::iovec> = chunk_w
+            .iter_mut()
+            .map(|w| libc::iovec {
+                iov_base: w.as_mut_ptr().cast(),
+                iov_len: 4,
+            })
+            .collect();
+        let remote: Vec<libc::iovec> = chunk_a
+            .iter()
+            .map(|&a| libc::iovec {
+                iov_base: a as *mut libc::c_void,
+                iov_len: 4,
+            })
+            .collect();
+        // SAFETY: each local iovec points at 4 bytes of `words`, alive and not
+        // otherwise borrowed during the call; the remote ranges are only read, and
+        // checked by the kernel. 512 iovecs stay under IOV_MAX (1024).
+        let got = unsafe {
+            libc::process_vm_readv(
+                pid,
+                local.as_ptr(),
+                local.len() as libc::c_ulong,
+                remote.as_ptr(),
+                remote.len() as libc::c_ulong,
+                0,
+            )
+        };
+        let whole = usize::try_from(got).unwrap_or(0) / 4;
+        if whole == chunk_a.len() {
+            done += whole;
+            continue;
+        }
+        break;
+    }
+    let mut out: Vec<Option<u32>> = words[..done]
+        .iter()
+        .map(|w| Some(u32::from_ne_bytes(*w)))
+        .collect();
+    for &a in &addrs[done..] {
+        out.push(read_mem(pid, a, 4).map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]])));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used)]
+    use super::{ThreadIds, pick_offset};
+    use std::collections::HashSet;
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+
+    fn window(words: &[(usize, u32)]) -> Vec<u8> {
+        let mut w = vec![0xeeu8; 64];
+        for &(off, v) in words {
+            w[off..off + 4].copy_from_slice(&v.to_ne_bytes());
+        }
+        w
+    }
+
+    #[test]
+    fn the_offset_is_the_one_holding_distinct_live_tids() {
+        let live: HashSet<i32> = [100, 101, 102].into();
+        let a = window(&[(8, 100), (16, 100), (40, 7)]);
+        let b = window(&[(8, 101), (16, 100), (40, 7)]);
+        // 16 holds the pid at both (not distinct), 40 a dead value: 8 it is.
+        assert_eq!(pick_offset(&[a.clone(), b.clone()], &live), Some(8));
+        // A thread that ended reads 0 there; the others still decide.
+        let c = window(&[(8, 0), (16, 100)]);
+        assert_eq!(pick_offset(&[a.clone(), b.clone(), c], &live), Some(8));
+        // Two offsets that fit: ambiguous, no answer.
+        let a2 = window(&[(8, 100), (24, 101)]);
+        let b2 = window(&[(8, 101), (24, 102)]);
+        assert_eq!(pick_offset(&[a2, b2], &live), None);
+        // One live thread is no evidence.
+        assert_eq!(pick_offset(&[a], &live), None);
+    }
+
+    #[test]
+    fn giving_up_calibration_warns_once() {
+        let mut t = ThreadIds {
+            failed: super::CALIBRATE_TRIES - 1,
+            ..ThreadIds::default()
+        };
+        assert!(t.warning(7, "3.9.18").is_none());
+        // No process 0 to read: each try fails, and the last one warns.
+        assert!(t.resolve(0, &[0x1000, 0x2000]).is_none());
+        let w = t.warning(7, "3.9.18").expect("a warning");
+        assert!(w.contains("process 7 (Python 3.9.18)"), "{w}");
+        assert!(t.warning(7, "3.9.18").is_none());
+        assert!(t.resolve(0, &[0x1000, 0x2000]).is_none());
+        assert_eq!(t.failed, super::CALIBRATE_TRIES);
+    }
+
+    /// A live interpreter's threads: `threading.get_ident()` (the pthread_t) maps to
+    /// `threading.get_native_id()`, also when a new thread reuses a finished one's
+    /// pthread_t; prints what a resolve costs.
+    #[test]
+    fn pthread_ts_of_a_live_interpreter_map_to_their_os_tids() {
+        const SCRIPT: &str = r#"
+import sys, threading, time
+def line(): print(threading.get_ident(), threading.get_native_id(), flush=True)
+def worker(stop): line(); stop.wait()
+line()
+last = None
+for cmd in sys.stdin:
+    if last: last[1].set(); last[0].join(); time.sleep(0.05)
+    ev = threading.Event(); t = threading.Thread(target=worker, args=(ev,))
+    last = (t, ev); t.start()
+"#;
+        let mut child = Command::new("/usr/bin/python3")
+            .args(["-c", SCRIPT])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let pid = child.id() as i32;
+        let mut stdin = child.stdin.take().unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut next = |stdin: &mut std::process::ChildStdin, ask: bool| {
+            if ask {
+                stdin.write_all(b"new\n").unwrap();
+                stdin.flush().unwrap();
+            }
+            let mut l = String::new();
+            out.read_line(&mut l).unwrap();
+            let v: Vec<u64> = l.split_whitespace().map(|x| x.parse().unwrap()).collect();
+            (v[0], v[1] as i32)
+        };
+        let main = next(&mut stdin, false);
+        assert_eq!(main.1, pid);
+        let first = next(&mut stdin, true);
+        let mut t = ThreadIds::default();
+        let got = t.resolve(pid, &[main.0, first.0]).expect("calibrated");
+        assert_eq!(got, vec![Some(pid), Some(first.1)]);
+        eprintln!("tid offset in struct pthread: {:#x}", t.offset.unwrap());
+        let n = 2000;
+        let start = std::time::Instant::now();
+        for _ in 0..n {
+            assert!(t.resolve(pid, &[main.0, first.0]).is_some());
+        }
+        let each = start.elapsed().as_secs_f64() * 1e6 / f64::from(n);
+        let off = t.offset.unwrap();
+        let start = std::time::Instant::now();
+        for _ in 0..n {
+            assert!(super::read_words(pid, &[main.0 + off, first.0 + off])[0].is_some());
+        }
+        let syscall = start.elapsed().as_secs_f64() * 1e6 / f64::from(n);
+        let start = std::time::Instant::now();
+        for _ in 0..100 {
+            assert_eq!(
+                super::calibrate(pid, &[main.0, first.0]),
+                Some(off as usize)
+            );
+        }
+        let calibrate = start.elapsed().as_secs_f64() * 1e6 / 100.0;
+        eprintln!(
+            "resolve of 2 threads: {each:.2} µs, of which the read {syscall:.2} µs; \
+             a calibration {calibrate:.1} µs"
+        );
+        // The next thread, most often on the finished one's stack (same pthread_t).
+        let second = next(&mut stdin, true);
+        let got = t.resolve(pid, &[main.0, second.0]).expect("calibrated");
+        assert_eq!(got, vec![Some(pid), Some(second.1)]);
+        eprintln!("pthread_t reused: {}", second.0 == first.0);
+        drop(stdin);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }
