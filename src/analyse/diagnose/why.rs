@@ -51,7 +51,7 @@ fn chain(f: &Facts, found: &[Finding], b: &Bottleneck) -> Vec<String> {
     let waits = !matches!(b.class, Classification::Cpu | Classification::Memory);
     let resource = step
         .filter(|_| waits)
-        .and_then(|s| resource_links(f, s, &mut why))
+        .and_then(|s| resource_links(s, &mut why))
         .or_else(|| peer_links(f, b, &mut why).filter(|_| waits));
     let per_trip = why.iter().any(|l| l.contains(" round trips to "));
     for link in old.iter().skip(2) {
@@ -101,7 +101,7 @@ fn chain(f: &Facts, found: &[Finding], b: &Bottleneck) -> Vec<String> {
 
 /// The resource that held most of the step's time and its round trips, when it is a
 /// notable part; returns the resource's name.
-fn resource_links(f: &Facts, s: &StepFact, why: &mut Vec<String>) -> Option<String> {
+fn resource_links(s: &StepFact, why: &mut Vec<String>) -> Option<String> {
     let r = s
         .resources
         .iter()
@@ -110,10 +110,12 @@ fn resource_links(f: &Facts, s: &StepFact, why: &mut Vec<String>) -> Option<Stri
     if wait * 10.0 < s.wall_ms {
         return None;
     }
+    // The step's share of the wall is the first link's: this one says how much of the
+    // step the resource holds.
     why.push(format!(
-        "{} of it ({:.1}% of wall) was blocked on {}{}{} in {} waits",
+        "{} of it ({:.1}% of the step) was blocked on {}{}{} in {} waits",
         site::ms(wait),
-        f.share(wait),
+        100.0 * wait / s.wall_ms.max(f64::MIN_POSITIVE),
         site::role_word(r.role),
         if site::role_word(r.role).is_empty() {
             ""
@@ -123,17 +125,7 @@ fn resource_links(f: &Facts, s: &StepFact, why: &mut Vec<String>) -> Option<Stri
         r.name,
         r.intervals
     ));
-    if let Some(n) = r.round_trips.filter(|&n| n > 0) {
-        let conns = r
-            .connections
-            .map(|c| format!(" over {c} connection{}", if c == 1 { "" } else { "s" }))
-            .unwrap_or_default();
-        why.push(format!(
-            "because it made {n} round trips to {}{conns}, {} each",
-            r.name,
-            site::ms(wait / n as f64)
-        ));
-    }
+    why.extend(trips_link(&r.name, r.round_trips, r.connections, wait));
     Some(r.name.clone())
 }
 
@@ -161,18 +153,26 @@ fn peer_links(f: &Facts, b: &Bottleneck, why: &mut Vec<String>) -> Option<String
         p.name,
         p.intervals
     ));
-    if let Some(n) = p.round_trips.filter(|&n| n > 0) {
-        let conns = p
-            .connections
-            .map(|c| format!(" over {c} connection{}", if c == 1 { "" } else { "s" }))
-            .unwrap_or_default();
-        why.push(format!(
-            "because it made {n} round trips to {}{conns}, {} each",
-            p.name,
-            site::ms(p.wait_ms / n as f64)
-        ));
-    }
+    why.extend(trips_link(&p.name, p.round_trips, p.connections, p.wait_ms));
     Some(p.name.clone())
+}
+
+/// "because it made N round trips to PEER over C connections, X ms each", when it made
+/// any.
+fn trips_link(
+    peer: &str,
+    round_trips: Option<u64>,
+    connections: Option<u64>,
+    wait_ms: f64,
+) -> Option<String> {
+    let n = round_trips.filter(|&n| n > 0)?;
+    let conns = connections
+        .map(|c| format!(" over {c} connection{}", if c == 1 { "" } else { "s" }))
+        .unwrap_or_default();
+    Some(format!(
+        "because it made {n} round trips to {peer}{conns}, {} each",
+        site::ms(wait_ms / n as f64)
+    ))
 }
 
 /// A bottleneck waiting in fsync: how many syncs of which file, how long each, against
