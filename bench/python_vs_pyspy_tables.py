@@ -42,9 +42,15 @@ def pyspy_self(path):
     return acc
 
 
+def running(kind):
+    """On a CPU or waiting for one (py-spy's "active": thread state R)."""
+    return kind.get("kind") == "on_cpu" or (kind.get("kind") == "off_cpu" and kind.get("state") == "preempted")
+
+
 def profmap_self(path):
-    """On-CPU self time (ns) per Python function from a profmap recording: the
-    innermost Python frame of each on-CPU sample (native frames below it count to it)."""
+    """Self time (ns) per Python function from a profmap recording, of the time threads
+    were running or runnable: the innermost Python frame of each such sample (native
+    frames below it count to it)."""
     rec = json.load(gzip.open(path))
     s = rec["sampled"]
     frames, stacks = s["frames"], s["stacks"]
@@ -65,12 +71,38 @@ def profmap_self(path):
 
     acc = {}
     for x in s["samples"]:
-        if x["kind"].get("kind") != "on_cpu" or x["stack"] is None:
+        if not running(x["kind"]) or x["stack"] is None:
             continue
         name = innermost(x["stack"])
         if name is not None:
             acc[name] = acc.get(name, 0) + x["weight_ns"]
     return acc
+
+
+LOCK_ACQUIRE = ("lock_PyThread_acquire_lock", "rlock_acquire")
+
+
+def native_lock_share(path):
+    """Share (%) of the Python process's running or runnable time whose native stack is
+    inside a `_thread.lock`/`RLock` acquire: a check of the lock functions' shares that
+    does not depend on either tool's Python reads (perf's native stacks)."""
+    rec = json.load(gzip.open(path))
+    s = rec["sampled"]
+    frames, stacks = s["frames"], s["stacks"]
+    locked, total = 0, 0
+    for x in s["samples"]:
+        if not running(x["kind"]) or x["stack"] is None:
+            continue
+        i, inside, python = x["stack"], False, False
+        while i is not None:
+            f = frames[stacks[i]["frame"]]
+            inside |= f["function"] in LOCK_ACQUIRE
+            python |= f["kind"] == "python"
+            i = stacks[i]["parent"]
+        if python:
+            total += x["weight_ns"]
+            locked += x["weight_ns"] if inside else 0
+    return locked * 100.0 / total if total else 0.0
 
 
 def shares(acc):
@@ -144,6 +176,7 @@ def tables(w, rounds, workloads):
         nb = mean_shares([pyspy_self(f"{d}/py-spy-nb.{i}.txt") for i in idx])
         pm = mean_shares([profmap_self(f"{d}/profmap.{i}/profile.json.gz") for i in idx])
         ref_top, pm_top = top(ref), top(pm)
+        lock = med([native_lock_share(f"{d}/profmap.{i}/profile.json.gz") for i in idx])
         places = len({k for k, _ in ref_top} & {k for k, _ in pm_top})
         worst = max(abs(pm.get(k, 0.0) - v) for k, v in ref_top)
         for r, (k, v) in enumerate(ref_top, 1):
@@ -153,7 +186,10 @@ def tables(w, rounds, workloads):
             f"{label}: profmap's top {TOP} holds {places} of py-spy's top {TOP}; largest share difference on "
             f"py-spy's top {TOP}: {worst:.1f} points — {'met' if places >= GOAL_PLACES and worst <= GOAL_POINTS else 'MISSED'} "
             f"(≥ {GOAL_PLACES} places, ≤ {GOAL_POINTS:.0f} points); profmap's top {TOP}: "
-            + ", ".join(f"{k} {v:.1f}" for k, v in pm_top))
+            + ", ".join(f"{k} {v:.1f}" for k, v in pm_top)
+            + f"; native check: {lock:.1f}% of the running Python time is inside a lock acquire "
+            f"(_thread.lock/RLock, from perf's native stacks; the Condition/Lock functions' shares "
+            f"cannot exceed it)")
 
     out = ["### Target slowdown", "",
            "The target's own wall and CPU time (user + sys), medians over the rounds (range of wall in brackets). "
@@ -170,8 +206,9 @@ def tables(w, rounds, workloads):
            "| workload | reads | failed | µs a read | merged | no read near | no eval frame | no consistent read |",
            "| --- | --- | --- | --- | --- | --- | --- | --- |", *reader_rows, "",
            "### Agreement with py-spy", "",
-           f"Self time per Python function, as a share of each tool's Python samples (py-spy: its samples, idle threads "
-           f"left out; profmap: on-CPU samples), means over the rounds; py-spy's top {TOP} in its default (pausing) "
+           f"Self time per Python function, as a share of each tool's Python samples of threads running or runnable "
+           f"(py-spy: threads in state R at the read; profmap: on-CPU samples and preempted intervals), means over "
+           f"the rounds; py-spy's top {TOP} in its default (pausing) "
            f"mode as the reference. The non-blocking column shows how far reading without pausing moves the shares "
            f"in py-spy itself.", "",
            "| workload | rank | function | py-spy % | py-spy --nonblocking % | profmap % | difference |",

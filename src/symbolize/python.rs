@@ -9,7 +9,7 @@
 //! running the interpreter's own code (bytecode runs only with the GIL) no read where
 //! it did not hold the GIL, when the interpreter's GIL holder was read at all (a C
 //! extension that released the GIL runs outside the interpreter's code and keeps any
-//! active read). Without this, threads taking turns on the GIL lent their CPU time to
+//! active read); for a read that held the GIL it looks as far as [`GIL_WINDOW_NS`]. Without this, threads taking turns on the GIL lent their CPU time to
 //! wherever they had last been seen waiting (a pool of four: 39% of the CPU on
 //! `Condition.__enter__`, a lock wait). Its stack becomes:
 //! 1. the native frames above the outermost evaluation frame (`_PyEval_EvalFrameDefault`
@@ -39,6 +39,13 @@ use crate::profile::{
 
 /// How far (ns) a Python sample may be from a native sample to lend it its stack.
 pub const WINDOW_NS: u64 = 20_000_000;
+
+/// How far an on-CPU sample running the interpreter's code may look for a read where
+/// its thread held the GIL, when none is within [`WINDOW_NS`]: threads taking turns
+/// on the GIL each hold it at about one read in N, and a thread's next turn mostly runs
+/// what its last one ran (a pool of four left 37% of its CPU without Python frames at
+/// 20 ms).
+pub const GIL_WINDOW_NS: u64 = 50_000_000;
 
 /// CPython's frame evaluation functions, by version.
 const EVAL_FUNCTIONS: &[&str] = &[
@@ -110,7 +117,7 @@ pub fn merge(p: &mut SampledProfile, py: PythonStacks) {
             SampleKind::OnCpu => (s.time_ns, s.time_ns),
             SampleKind::OffCpu { .. } => (s.time_ns, s.time_ns.saturating_add(s.weight_ns)),
         };
-        let near = nearest(&py, list, lo, hi, |_| true);
+        let near = nearest(&py, list, lo, hi, WINDOW_NS, |_| true);
         if has_eval || near.is_some() {
             stats.candidates += 1;
         }
@@ -124,7 +131,8 @@ pub fn merge(p: &mut SampledProfile, py: PythonStacks) {
                 let r = &py.samples[i];
                 r.active && (r.owns_gil || !needs_gil)
             };
-            match nearest(&py, list, lo, hi, fits) {
+            let window = if needs_gil { GIL_WINDOW_NS } else { WINDOW_NS };
+            match nearest(&py, list, lo, hi, window, fits) {
                 Some(i) => pi = i,
                 None => {
                     stats.no_consistent_read += 1;
@@ -167,12 +175,13 @@ fn merge_warning(m: &MergeStats) -> Option<String> {
 const UNMERGED_WARN_PCT: f64 = 10.0;
 
 /// The index of the Python sample of `list` nearest to `[lo, hi]` for which `fits`
-/// holds, within the window.
+/// holds, within `window` ns.
 fn nearest(
     py: &PythonStacks,
     list: &[usize],
     lo: u64,
     hi: u64,
+    window: u64,
     fits: impl Fn(usize) -> bool,
 ) -> Option<usize> {
     let at = list.partition_point(|&i| py.samples[i].time_ns < lo);
@@ -183,11 +192,11 @@ fn nearest(
     let before = list[..at]
         .iter()
         .rev()
-        .take_while(|&&i| dist(i) <= WINDOW_NS)
+        .take_while(|&&i| dist(i) <= window)
         .find(|&&i| fits(i));
     let after = list[at..]
         .iter()
-        .take_while(|&&i| dist(i) <= WINDOW_NS)
+        .take_while(|&&i| dist(i) <= window)
         .find(|&&i| fits(i));
     match (before, after) {
         (Some(&b), Some(&a)) => Some(if dist(a) < dist(b) { a } else { b }),
@@ -470,7 +479,7 @@ mod tests {
             &mut p,
             reads(&[
                 (51_000_000, "Condition.__enter__", true, false),
-                (90_000_000, "other_thread_gil", true, true),
+                (120_000_000, "other_thread_gil", true, true),
             ]),
         );
         assert_eq!(names(&p, 0)[1], "_PyEval_EvalFrameDefault");
