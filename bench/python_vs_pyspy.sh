@@ -24,16 +24,16 @@
 # round's recording; top 5 of each, shares of each tool's Python samples.
 #
 # Needs: py-spy (`pip install py-spy`), cc, pyenv's CPython 3.11 (or PY=...), a release build.
-# Env: ROUNDS (default 5), RATE (Python reads per second, default 100), FREQ (profmap's
+# Env: ROUNDS (default 10), RATE (Python reads per second, default 100), FREQ (profmap's
 # perf rate, default 999), TOK_COPIES (copies of the stdlib sources tokenized, default 3),
-# DIFF_PAIRS (block pairs compared, default 400), KEEP=1 (keep the work folder).
+# DIFF_PAIRS (block pairs compared, default 1500), KEEP=1 (keep the work folder).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=${ROUNDS:-5}
+ROUNDS=${ROUNDS:-10}
 RATE=${RATE:-100}
 FREQ=${FREQ:-999}
 TOK_COPIES=${TOK_COPIES:-3}
-DIFF_PAIRS=${DIFF_PAIRS:-400}
+DIFF_PAIRS=${DIFF_PAIRS:-1500}
 WRITE=${1:-}
 PY=${PY:-/root/.pyenv/versions/3.11.7/bin/python3.11}
 PYSPY=${PYSPY:-$(command -v py-spy || true)}
@@ -131,7 +131,8 @@ import sys, re, os
 path, header, tables = sys.argv[1:4]
 text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
 section = f"## Python stacks vs py-spy\n\n`bench/python_vs_pyspy.sh`\n\n{header}\n\n{tables}\n"
-pat = re.compile(r"## Python stacks vs py-spy\n.*?(?=\n## |\Z)", re.S)
+# A "### Reading it" part written by hand after the tables is kept.
+pat = re.compile(r"## Python stacks vs py-spy\n.*?(?=\n### Reading it|\n## |\Z)", re.S)
 text = pat.sub(lambda _: section.rstrip("\n"), text) if pat.search(text) else text.rstrip("\n") + "\n\n" + section
 open(path, "w").write(text)
 PY
