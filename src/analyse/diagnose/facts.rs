@@ -37,6 +37,9 @@ pub struct Facts {
     pub disks: Option<Vec<crate::profile::DiskBusy>>,
     /// The profiled run's context switches, when measured.
     pub involuntary_cs: Option<u64>,
+    /// The median of the counted baseline runs' involuntary switches (runs without the
+    /// profiler); None without counted runs.
+    pub baseline_involuntary_cs: Option<f64>,
     pub voluntary_cs: Option<u64>,
     /// Summed thread time per wait category key, and in all, ms: what the threads did,
     /// on the critical path or not (lock waits ended by a profiled holder are followed
@@ -185,6 +188,12 @@ impl Facts {
             rss: rss(profiled, runs),
             disks: profiled.map(|r| r.disks.clone()),
             involuntary_cs: profiled.map(|r| r.involuntary_cs),
+            baseline_involuntary_cs: crate::stats::median(
+                &runs
+                    .iter()
+                    .map(|r| r.involuntary_cs as f64)
+                    .collect::<Vec<_>>(),
+            ),
             voluntary_cs: profiled.map(|r| r.voluntary_cs),
             thread_waits_ms: a.thread_wait_breakdown_ms.clone(),
             thread_ms: a.thread_time_ms,
