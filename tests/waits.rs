@@ -42,10 +42,14 @@ fn a_reader_blocked_on_a_pipe_waits_on_the_pipe() {
     let _g = serial();
     let p = profile("/bin/sh", &["-c", "sleep 0.4 | cat"]);
     let got = waited_on(&p, 300);
+    // cat reads the pipe whose other end is sleep's: named by that process.
     assert!(
-        got.iter()
-            .any(|(r, _)| r.kind == ResourceKind::Pipe && r.name.starts_with("pipe:[")),
-        "no wait of 300 ms on a pipe: {got:?}"
+        got.iter().any(|(r, _)| r.kind == ResourceKind::Pipe
+            && r.name.starts_with("pipe to sleep (pid ")
+            && r.peer
+                .as_deref()
+                .is_some_and(|p| p.starts_with("sleep (pid "))),
+        "no wait of 300 ms on the pipe from sleep: {got:?}"
     );
     let a = profmap::analyse::analyse(&p);
     let top = a.resources.first().expect("a resource row");

@@ -206,6 +206,14 @@ impl Resolver {
 
     fn describe(&mut self, pid: i32, fd: i32, link: &str) -> Option<Resource> {
         let mut r = describe_link(pid, fd, link);
+        if let Some(inode) = bracketed(link, "pipe:") {
+            // Named by the process at its other end: "pipe to gzip (pid 7)".
+            if let Some(other) = self.peers.pipe_peer(pid, inode) {
+                r.peer = Some(other.clone());
+                r.name = format!("pipe to {other}");
+            }
+            return Some(r);
+        }
         if let Some(inode) = bracketed(link, "socket:") {
             let found = if self.spend() {
                 find_socket(pid, inode)

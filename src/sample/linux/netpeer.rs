@@ -10,6 +10,11 @@
 //!   (see `unixdiag`); the owner of the peer inode is found by the same scan. Cached
 //!   per path. A peer without a path (a socketpair) is local, with no service.
 //!
+//! - Pipes: the other end is the other process holding `pipe:[INODE]` (the same scan),
+//!   named `comm (pid N)`; cached per inode. A pipe between two processes that both
+//!   left before it was looked at, or whose other end is only the process itself,
+//!   keeps its inode name.
+//!
 //! A scan of `/proc/*/fd` costs ~2 ms: at most [`SCANS_PER_ROUND`] per drain round;
 //! past it the service is left unknown and counted in `skipped`.
 
@@ -27,6 +32,7 @@ pub(crate) const SCANS_PER_ROUND: u32 = 4;
 pub(crate) struct NetPeer {
     by_port: HashMap<(bool, u16), Option<String>>,
     by_path: HashMap<String, Option<String>>,
+    by_pipe: HashMap<u64, Option<String>>,
     local_addrs: Option<Vec<IpAddr>>,
     scans_left: u32,
     /// Services left unknown for want of budget.
@@ -100,6 +106,20 @@ impl NetPeer {
         r.service = comm.map(|c| format!("{c}:{path}"));
     }
 
+    /// The process at the other end of `pipe:[inode]`, held by `pid`: `comm (pid N)`.
+    pub(crate) fn pipe_peer(&mut self, pid: i32, inode: u64) -> Option<String> {
+        if let Some(known) = self.by_pipe.get(&inode) {
+            return known.clone();
+        }
+        if !self.spend() {
+            return None;
+        }
+        let found = holders(&format!("pipe:[{inode}]"), Some(pid))
+            .map(|(p, comm)| format!("{comm} (pid {p})"));
+        self.by_pipe.insert(inode, found.clone());
+        found
+    }
+
     fn spend(&mut self) -> bool {
         if self.scans_left == 0 {
             self.skipped += 1;
@@ -154,25 +174,34 @@ pub(crate) fn listening_inode(table: &str, port: u16, state: &str) -> Option<u64
 
 /// The comm of a process holding `socket:[inode]`, scanning every process's fds.
 fn owner_comm(inode: u64) -> Option<String> {
-    let want = format!("socket:[{inode}]");
+    holders(&format!("socket:[{inode}]"), None).map(|(_, comm)| comm)
+}
+
+/// The first process (other than `not`) with a descriptor linking to `want`, and its
+/// comm, scanning every process's fds.
+fn holders(want: &str, not: Option<i32>) -> Option<(i32, String)> {
     let procs = std::fs::read_dir("/proc").ok()?;
     for p in procs.flatten() {
         let name = p.file_name();
         let Some(pid) = name
             .to_str()
             .filter(|n| n.bytes().all(|c| c.is_ascii_digit()))
+            .and_then(|n| n.parse::<i32>().ok())
         else {
             continue;
         };
+        if Some(pid) == not {
+            continue;
+        }
         let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
             continue;
         };
         let holds = fds
             .flatten()
-            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == want.as_str()));
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == want));
         if holds {
             let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-            return Some(comm.trim_end().to_string());
+            return Some((pid, comm.trim_end().to_string()));
         }
     }
     None
