@@ -193,5 +193,10 @@ fn waited_line(r: &crate::analyse::resources::ResourceUse) -> String {
         parts.push(format!("{n} round trip{}", if n == 1 { "" } else { "s" }));
     }
     parts.push(format!("pid {}", r.pid));
-    format!("{role} {} ({})", r.name, parts.join(", "))
+    let what = if r.name.starts_with(&role) {
+        r.name.clone()
+    } else {
+        format!("{role} {}", r.name)
+    };
+    format!("{what} ({})", parts.join(", "))
 }

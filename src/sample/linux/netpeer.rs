@@ -114,7 +114,7 @@ impl NetPeer {
         if !self.spend() {
             return None;
         }
-        let found = holders(&format!("pipe:[{inode}]"), Some(pid))
+        let found = other_end(&format!("pipe:[{inode}]"), pid)
             .map(|(p, comm)| format!("{comm} (pid {p})"));
         self.by_pipe.insert(inode, found.clone());
         found
@@ -174,13 +174,31 @@ pub(crate) fn listening_inode(table: &str, port: u16, state: &str) -> Option<u64
 
 /// The comm of a process holding `socket:[inode]`, scanning every process's fds.
 fn owner_comm(inode: u64) -> Option<String> {
-    holders(&format!("socket:[{inode}]"), None).map(|(_, comm)| comm)
+    holders(&format!("socket:[{inode}]"), None, true)
+        .into_iter()
+        .next()
+        .map(|(_, _, comm)| comm)
 }
 
-/// The first process (other than `not`) with a descriptor linking to `want`, and its
-/// comm, scanning every process's fds.
-fn holders(want: &str, not: Option<i32>) -> Option<(i32, String)> {
-    let procs = std::fs::read_dir("/proc").ok()?;
+/// The process at the other end of a pipe `want` held by `not`: of the other holders,
+/// one that is not the parent of another (a shell keeps the pipe it gave its child:
+/// the child is the one reading or writing it).
+fn other_end(want: &str, not: i32) -> Option<(i32, String)> {
+    let all = holders(want, Some(not), false);
+    let parents: Vec<i32> = all.iter().map(|&(_, ppid, _)| ppid).collect();
+    all.iter()
+        .find(|(pid, ..)| !parents.contains(pid))
+        .or(all.first())
+        .map(|(pid, _, comm)| (*pid, comm.clone()))
+}
+
+/// The processes (other than `not`) with a descriptor linking to `want`: pid, parent
+/// pid and comm, scanning every process's fds; only the first when `first`.
+fn holders(want: &str, not: Option<i32>, first: bool) -> Vec<(i32, i32, String)> {
+    let mut out = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return out;
+    };
     for p in procs.flatten() {
         let name = p.file_name();
         let Some(pid) = name
@@ -199,12 +217,19 @@ fn holders(want: &str, not: Option<i32>) -> Option<(i32, String)> {
         let holds = fds
             .flatten()
             .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == want));
-        if holds {
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-            return Some((pid, comm.trim_end().to_string()));
+        if !holds {
+            continue;
+        }
+        let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else {
+            continue;
+        };
+        let ppid = super::pyfind::ppid(pid).unwrap_or(0);
+        out.push((pid, ppid, comm.trim_end().to_string()));
+        if first {
+            break;
         }
     }
-    None
+    out
 }
 
 /// The host's own interface addresses.

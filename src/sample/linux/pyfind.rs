@@ -25,7 +25,8 @@ pub(super) fn tree(root: i32) -> Vec<i32> {
     out
 }
 
-fn ppid(pid: i32) -> Option<i32> {
+/// The parent pid in `/proc/PID/stat`.
+pub(super) fn ppid(pid: i32) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name is in parentheses and may hold spaces: fields follow the last ')'.
     let rest = &stat[stat.rfind(')')? + 1..];
