@@ -208,7 +208,7 @@ impl Resolver {
         let mut r = describe_link(pid, fd, link);
         if let Some(inode) = bracketed(link, "pipe:") {
             // Named by the process at its other end: "pipe to gzip (pid 7)".
-            if let Some(other) = self.peers.pipe_peer(pid, inode) {
+            if let Some(other) = self.peers.pipe_peer(pid, fd, inode) {
                 r.peer = Some(other.clone());
                 r.name = format!("pipe to {other}");
             }

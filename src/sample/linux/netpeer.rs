@@ -10,8 +10,9 @@
 //!   (see `unixdiag`); the owner of the peer inode is found by the same scan. Cached
 //!   per path. A peer without a path (a socketpair) is local, with no service.
 //!
-//! - Pipes: the other end is the other process holding `pipe:[INODE]` (the same scan),
-//!   named `comm (pid N)`; cached per inode. A pipe between two processes that both
+//! - Pipes: the other end is another process holding `pipe:[INODE]` open the other way
+//!   (read against write, from `/proc/PID/fdinfo`'s flags; the same scan) and not the
+//!   parent of another such holder, named `comm (pid N)`; cached per inode and end. A pipe between two processes that both
 //!   left before it was looked at, or whose other end is only the process itself,
 //!   keeps its inode name.
 //!
@@ -32,7 +33,8 @@ pub(crate) const SCANS_PER_ROUND: u32 = 4;
 pub(crate) struct NetPeer {
     by_port: HashMap<(bool, u16), Option<String>>,
     by_path: HashMap<String, Option<String>>,
-    by_pipe: HashMap<u64, Option<String>>,
+    /// By pipe inode and the access mode of the end looked from.
+    by_pipe: HashMap<(u64, Option<u32>), Option<String>>,
     local_addrs: Option<Vec<IpAddr>>,
     scans_left: u32,
     /// Services left unknown for want of budget.
@@ -106,17 +108,19 @@ impl NetPeer {
         r.service = comm.map(|c| format!("{c}:{path}"));
     }
 
-    /// The process at the other end of `pipe:[inode]`, held by `pid`: `comm (pid N)`.
-    pub(crate) fn pipe_peer(&mut self, pid: i32, inode: u64) -> Option<String> {
-        if let Some(known) = self.by_pipe.get(&inode) {
+    /// The process at the other end of `pipe:[inode]`, held by `pid` as descriptor
+    /// `fd`: `comm (pid N)`.
+    pub(crate) fn pipe_peer(&mut self, pid: i32, fd: i32, inode: u64) -> Option<String> {
+        let mode = access_mode(pid, fd);
+        if let Some(known) = self.by_pipe.get(&(inode, mode)) {
             return known.clone();
         }
         if !self.spend() {
             return None;
         }
-        let found = other_end(&format!("pipe:[{inode}]"), pid)
+        let found = other_end(&format!("pipe:[{inode}]"), pid, mode)
             .map(|(p, comm)| format!("{comm} (pid {p})"));
-        self.by_pipe.insert(inode, found.clone());
+        self.by_pipe.insert((inode, mode), found.clone());
         found
     }
 
@@ -174,17 +178,18 @@ pub(crate) fn listening_inode(table: &str, port: u16, state: &str) -> Option<u64
 
 /// The comm of a process holding `socket:[inode]`, scanning every process's fds.
 fn owner_comm(inode: u64) -> Option<String> {
-    holders(&format!("socket:[{inode}]"), None, true)
+    holders(&format!("socket:[{inode}]"), None, true, None)
         .into_iter()
         .next()
         .map(|(_, _, comm)| comm)
 }
 
-/// The process at the other end of a pipe `want` held by `not`: of the other holders,
-/// one that is not the parent of another (a shell keeps the pipe it gave its child:
-/// the child is the one reading or writing it).
-fn other_end(want: &str, not: i32) -> Option<(i32, String)> {
-    let all = holders(want, Some(not), false);
+/// The process at the other end of a pipe `want` held by `not` with access `mode`: of
+/// the other holders of the other end (`/proc/PID/fdinfo` flags: a parent that handed
+/// its end to `not` holds the same end), one that is not the parent of another (a
+/// shell keeps the end it gave its child: the child is the one using it).
+fn other_end(want: &str, not: i32, mode: Option<u32>) -> Option<(i32, String)> {
+    let all = holders(want, Some(not), false, mode);
     let parents: Vec<i32> = all.iter().map(|&(_, ppid, _)| ppid).collect();
     all.iter()
         .find(|(pid, ..)| !parents.contains(pid))
@@ -192,9 +197,24 @@ fn other_end(want: &str, not: i32) -> Option<(i32, String)> {
         .map(|(pid, _, comm)| (*pid, comm.clone()))
 }
 
-/// The processes (other than `not`) with a descriptor linking to `want`: pid, parent
-/// pid and comm, scanning every process's fds; only the first when `first`.
-fn holders(want: &str, not: Option<i32>, first: bool) -> Vec<(i32, i32, String)> {
+/// The access mode (`O_RDONLY`, `O_WRONLY`, `O_RDWR`) of `pid`'s descriptor `fd`.
+fn access_mode(pid: i32, fd: i32) -> Option<u32> {
+    let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).ok()?;
+    let flags = info.lines().find_map(|l| l.strip_prefix("flags:"))?.trim();
+    u32::from_str_radix(flags, 8)
+        .ok()
+        .map(|f| f & libc::O_ACCMODE as u32)
+}
+
+/// The processes (other than `not`) with a descriptor linking to `want` — opened with
+/// another access mode than `not_mode`, when given: pid, parent pid and comm, scanning
+/// every process's fds; only the first when `first`.
+fn holders(
+    want: &str,
+    not: Option<i32>,
+    first: bool,
+    not_mode: Option<u32>,
+) -> Vec<(i32, i32, String)> {
     let mut out = Vec::new();
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return out;
@@ -214,9 +234,13 @@ fn holders(want: &str, not: Option<i32>, first: bool) -> Vec<(i32, i32, String)>
         let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
             continue;
         };
-        let holds = fds
-            .flatten()
-            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == want));
+        let holds = fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == want)
+                && not_mode.is_none_or(|m| {
+                    let n = fd.file_name().to_str().and_then(|n| n.parse().ok());
+                    n.and_then(|n| access_mode(pid, n)) != Some(m)
+                })
+        });
         if !holds {
             continue;
         }
