@@ -198,7 +198,7 @@ fn describe(
         .and_then(|_| super::ownframe::own_caller(p, tree, c.best));
     let name = if let Some(o) = owner {
         let (of, f) = (&p.frames[o as usize], &p.frames[id as usize]);
-        match of.location() {
+        match owner_location(p, tree, of) {
             Some(l) => format!("{} ({l}) in {}", of.function, f.function),
             None => format!("{} in {}", of.function, f.function),
         }
@@ -283,7 +283,12 @@ fn describe(
     }
     let (function, location, module) = if is_fn {
         let f = &p.frames[owner.unwrap_or(id) as usize];
-        (f.function.clone(), f.location(), f.module.clone())
+        let location = if owner.is_some() {
+            owner_location(p, tree, f)
+        } else {
+            f.location()
+        };
+        (f.function.clone(), location, f.module.clone())
     } else {
         (best.name.clone(), None, None)
     };
@@ -498,4 +503,23 @@ fn describe_class(c: Classification) -> &'static str {
             "attributed to this class"
         }
     }
+}
+
+/// Where the user's own frame that a bottleneck is named at stands: for a Python
+/// function, the line of it holding most of the time (the call into the library
+/// that the time sits in), not the lowest line sampled, which stands for the function
+/// elsewhere (`<module>`'s first import).
+fn owner_location(
+    p: &SampledProfile,
+    tree: &CallTree,
+    of: &crate::profile::Frame,
+) -> Option<String> {
+    if of.kind == crate::profile::FrameKind::Python
+        && let Some(file) = of.file.as_deref()
+        && let Some(t) = super::lines::line_table(p, tree, &of.function, file)
+        && let Some(top) = t.lines.first()
+    {
+        return Some(format!("{file}:{}", top.line));
+    }
+    of.location()
 }

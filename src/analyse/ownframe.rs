@@ -4,9 +4,10 @@
 //! function kept as the detail ("main (demo.rs:20) in clock_nanosleep").
 //!
 //! "Library" here is the system's C and C++ runtimes, the dynamic loader, the vDSO,
-//! the kernel, Rust's standard library and Python's (its frozen modules and the files
-//! under `lib/pythonX.Y/` outside `site-packages`); anything else (the program, its own
-//! shared objects, its Python code, installed Python packages) is the user's.
+//! the kernel, Rust's standard library and Python's (its frozen modules, the files
+//! under `lib/pythonX.Y/` outside `site-packages`, and CPython's own extension modules:
+//! `_socket`, `_ssl`…); anything else (the program, its own shared objects, its Python
+//! code, installed Python packages) is the user's.
 
 use crate::profile::{Frame, FrameKind, SampledProfile};
 
@@ -43,6 +44,21 @@ pub fn is_system(f: &Frame) -> bool {
         || RUNTIME_FUNCTIONS.iter().any(|s| f.function.starts_with(s))
         || f.file.as_deref().is_some_and(|p| p.starts_with("/rustc/"))
         || is_python_stdlib(f)
+        || is_cpython_extension(f)
+}
+
+/// A native frame of one of CPython's own extension modules (`_socket`, `_ssl`,
+/// `select`... in `lib-dynload`): an extension module (`NAME.cpython-3XY-….so`) built
+/// from CPython's source tree (`…/Python-3.X.Y/Modules/…`, as a build with symbols names
+/// it). A package's extension (numpy's) is the user's.
+fn is_cpython_extension(f: &Frame) -> bool {
+    f.kind == FrameKind::User
+        && f.module
+            .as_deref()
+            .is_some_and(|m| m.contains(".cpython-3"))
+        && f.file
+            .as_deref()
+            .is_some_and(|p| p.contains("/Python-3.") && p.contains("/Modules/"))
 }
 
 /// A Python frame of the interpreter's standard library.
@@ -116,5 +132,24 @@ mod tests {
             "/usr/lib/python3/dist-packages/requests/api.py"
         )));
         assert!(!is_system(&py("/home/me/app/main.py")));
+    }
+
+    #[test]
+    fn cpython_s_own_extension_modules_are_library_a_package_s_are_not() {
+        assert!(is_system(&frame(
+            "sock_recv_impl",
+            "_socket.cpython-311-x86_64-linux-gnu.so",
+            Some("/tmp/python-build.1/Python-3.11.7/Modules/socketmodule.c")
+        )));
+        assert!(!is_system(&frame(
+            "PyArray_Sum",
+            "_multiarray_umath.cpython-311-x86_64-linux-gnu.so",
+            Some("numpy/core/src/multiarray/calculation.c")
+        )));
+        assert!(!is_system(&frame(
+            "lz4_compress",
+            "_block.cpython-311-x86_64-linux-gnu.so",
+            None
+        )));
     }
 }
