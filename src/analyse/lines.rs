@@ -107,7 +107,7 @@ pub fn for_bottlenecks(p: &SampledProfile, tree: &CallTree, top: &[Bottleneck]) 
 }
 
 /// `path.py` of `path.py:LINE`.
-fn file_of(location: &str) -> &str {
+pub(crate) fn file_of(location: &str) -> &str {
     match location.rsplit_once(':') {
         Some((f, l)) if l.bytes().all(|c| c.is_ascii_digit()) => f,
         _ => location,

@@ -32,6 +32,27 @@ pub fn check(f: &Facts) -> RuleOutput {
     out
 }
 
+/// Round trips and wait on `p` summed over the steps of call site `at` (none nested in
+/// another of them); None when no such step carries any.
+fn site_totals(f: &Facts, p: &Peer, at: &str) -> Option<(u64, f64)> {
+    let same: Vec<&super::facts::StepFact> = f
+        .steps
+        .iter()
+        .filter(|s| s.call_site == at && resource_of(s, p).is_some())
+        .collect();
+    let outer = same
+        .iter()
+        .filter(|s| !same.iter().any(|o| s.id.starts_with(&format!("{}.", o.id))));
+    let (mut n, mut wait) = (0u64, 0.0);
+    for s in outer {
+        if let Some(r) = resource_of(s, p) {
+            n += r.round_trips.unwrap_or(0);
+            wait += site::wait_of(r);
+        }
+    }
+    (n > 0).then_some((n, wait))
+}
+
 fn n_plus_one(f: &Facts, out: &mut RuleOutput) {
     // A server's round trips with its clients are their requests, not its own.
     for p in f
@@ -53,8 +74,10 @@ fn n_plus_one(f: &Facts, out: &mut RuleOutput) {
             .and_then(|s| resource_of(s, p))
             .filter(|r| r.round_trips.unwrap_or(0) >= MIN_ROUND_TRIPS);
         // Per-step round trips not recorded: the peer's totals at the blocked calls' site.
+        // One call site can be several sibling steps (the same line reaching `connect`
+        // and `recv`): their figures add up.
         let (n, wait) = carrier.map_or((total, p.wait_ms), |r| {
-            (r.round_trips.unwrap_or(total), site::wait_of(r))
+            site_totals(f, p, &at).unwrap_or((r.round_trips.unwrap_or(total), site::wait_of(r)))
         });
         let found = n_plus_one_at(f, p, n, wait, &at, steps);
         out.findings.push(found);
@@ -285,6 +308,27 @@ mod tests {
         assert!(s.suspicion.evidence.contains("50 round trips × 16.0 ms"));
         let gain = s.advice.as_ref().and_then(|a| a.gain_pct);
         assert_eq!(gain, Some(78.4));
+    }
+
+    #[test]
+    fn one_call_site_in_sibling_steps_adds_up() {
+        // The same line reaches connect (30 of the turns) and recv (20): one site.
+        let mut f = loop_of(50);
+        let lib = f.steps.pop().expect("lib step");
+        let mut recv = step("1.1.1", "fetch_user (app.c:12)", 500.0);
+        recv.resources = vec![res("postgres:5432", 480.0, Some(30), Some(1))];
+        let mut connect = step("1.1.2", "fetch_user (app.c:12)", 320.0);
+        connect.resources = vec![res("postgres:5432", 300.0, Some(20), Some(1))];
+        f.steps.truncate(1);
+        f.steps.extend([recv, connect, lib]);
+        let out = check(&f);
+        let s = &out.findings[0].suspicion;
+        assert_eq!(s.verdict, V::Confirmed);
+        assert!(
+            s.evidence.contains("50 round trips × 15.6 ms"),
+            "{}",
+            s.evidence
+        );
     }
 
     #[test]

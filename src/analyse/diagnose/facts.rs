@@ -222,12 +222,21 @@ pub fn call_site(function: &str, location: Option<&str>) -> String {
 
 fn flatten(steps: &[Step], depth: usize, out: &mut Vec<StepFact>) {
     for s in steps {
+        // A step of a Python function (its location a `.py` file or a frozen module)
+        // is judged as a Python frame: the standard library's are library code.
+        let python = s.location.as_deref().is_some_and(|l| {
+            l.starts_with("<frozen ") || super::super::lines::file_of(l).ends_with(".py")
+        });
         let frame = Frame {
             function: s.function.clone(),
             module: s.module.clone(),
             file: s.location.clone(),
             line: None,
-            kind: FrameKind::User,
+            kind: if python {
+                FrameKind::Python
+            } else {
+                FrameKind::User
+            },
             inlined: false,
         };
         out.push(StepFact {

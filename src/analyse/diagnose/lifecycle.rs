@@ -1,6 +1,9 @@
 //! resource_lifecycle: resident memory growing steadily over a run — allocations kept
 //! past their use. Judged on the RSS timeline polled from /proc (the profiled run's, or
-//! the longest baseline run's) with at least [`MIN_POINTS`] points: confirmed when RSS
+//! the longest baseline run's) with at least [`MIN_POINTS`] points over at least
+//! [`MIN_SPAN_MS`] (a shorter run's growth is its start-up: an interpreter importing its
+//! modules, a program mapping its libraries — a 0.6 s Python HTTP client went from 3 to
+//! 21 MiB rising in every third): confirmed when RSS
 //! grew by at least [`MIN_GROWTH_KB`] and half its starting size, and each third of the
 //! run ended higher than the one before by at least a fifth of the growth (a one-off
 //! allocation at the start rises once and stays flat).
@@ -9,18 +12,30 @@ use super::facts::{Facts, RssSeries};
 use super::types::{Finding, RuleOutput, SuspicionCategory as C, SuspicionVerdict as V};
 
 pub const MIN_POINTS: usize = 5;
+pub const MIN_SPAN_MS: f64 = 1000.0;
 pub const MIN_GROWTH_KB: u64 = 8 * 1024;
 
 const NOTE: &str = "resource_lifecycle: resident memory polled from /proc over the run; \
-                    confirmed when it grew ≥ 8 MiB and ≥ 50% and rose in each third";
+                    confirmed when it grew ≥ 8 MiB and ≥ 50% and rose in each third \
+                    of a run of ≥ 1 s";
 
 pub fn check(f: &Facts) -> RuleOutput {
     let mut out = RuleOutput::default();
-    let Some(rss) = f.rss.as_ref().filter(|r| r.points.len() >= MIN_POINTS) else {
+    let span = |r: &RssSeries| match (r.points.first(), r.points.last()) {
+        (Some(a), Some(b)) => b.0 - a.0,
+        _ => 0.0,
+    };
+    let Some(rss) = f
+        .rss
+        .as_ref()
+        .filter(|r| r.points.len() >= MIN_POINTS && span(r) >= MIN_SPAN_MS)
+    else {
         out.warnings.push(format!(
             "resource_lifecycle not checked: the run was too short for a memory timeline \
-             ({} points of RSS, {MIN_POINTS} needed)",
-            f.rss.as_ref().map_or(0, |r| r.points.len())
+             ({} points of RSS over {:.0} ms; {MIN_POINTS} points over {MIN_SPAN_MS:.0} ms \
+             needed)",
+            f.rss.as_ref().map_or(0, |r| r.points.len()),
+            f.rss.as_ref().map_or(0.0, span)
         ));
         return out;
     };
@@ -104,6 +119,21 @@ mod tests {
     fn one_allocation_at_the_start_is_dismissed() {
         let out = check(&series(|i| if i == 0 { 10_000 } else { 200_000 }));
         assert_eq!(out.findings[0].suspicion.verdict, V::Dismissed);
+    }
+
+    #[test]
+    fn growth_within_the_first_second_is_start_up_and_not_judged() {
+        let mut f = series(|i| 3_000 + i * 2_000);
+        if let Some(r) = f.rss.as_mut() {
+            r.points.iter_mut().for_each(|p| p.0 /= 2.0);
+        }
+        let out = check(&f);
+        assert!(out.findings.is_empty(), "{:?}", out.findings);
+        assert!(
+            out.warnings[0].contains("over 550 ms"),
+            "{:?}",
+            out.warnings
+        );
     }
 
     #[test]
