@@ -2,7 +2,11 @@
 //! (and on a socket, often a packet) per few bytes.
 //!
 //! - A socket peer: at least [`MIN_CALLS`] data-moving calls averaging under
-//!   [`SMALL_BYTES`] bytes each.
+//!   [`SMALL_BYTES`] bytes each, and more than [`CALLS_PER_TURN`] calls per
+//!   request→response round trip when round trips were counted: a query and its reply,
+//!   a send and a receive each, are whole messages however small (pgbench's select-only
+//!   transactions: 2 calls a round trip) — their cost is the round trips, which the N+1
+//!   rule judges, not unbuffered I/O.
 //! - A file read through the page cache: at least [`MIN_CALLS`] read calls and at least
 //!   [`CALLS_PER_PAGE`] calls per page of the file's extent (on average ≤ 1 KiB a call).
 //!   File writes are not counted per call by the recording.
@@ -14,10 +18,13 @@ use super::types::{Finding, RuleOutput, SuspicionCategory as C, SuspicionVerdict
 pub const MIN_CALLS: u64 = 1000;
 pub const SMALL_BYTES: u64 = 128;
 pub const CALLS_PER_PAGE: u64 = 4;
+/// Calls per round trip up to which a connection's small calls are whole messages.
+pub const CALLS_PER_TURN: u64 = 4;
 
 const NOTE: &str = "data_flow: calls and bytes per socket peer (socket tracepoints) and read \
                     calls per page of each file (filemap:mm_filemap_get_pages); confirmed at \
-                    ≥ 1000 calls of < 128 bytes (sockets) or ≥ 4 calls per page (files)";
+                    ≥ 1000 calls of < 128 bytes, over 4 a round trip (sockets) or ≥ 4 calls \
+                    per page (files)";
 
 pub fn check(f: &Facts) -> RuleOutput {
     let mut out = RuleOutput::default();
@@ -25,7 +32,10 @@ pub fn check(f: &Facts) -> RuleOutput {
         let (Some(calls), Some(bytes)) = (p.calls, p.bytes) else {
             continue;
         };
-        if calls >= MIN_CALLS && bytes < calls * SMALL_BYTES {
+        let messages = p
+            .round_trips
+            .is_some_and(|n| n > 0 && calls <= CALLS_PER_TURN * n);
+        if calls >= MIN_CALLS && bytes < calls * SMALL_BYTES && !messages {
             let (at, steps) = site::peer_site(f, p, |s| resource_of(s, p).is_some());
             let share = f.share(p.wait_ms);
             out.findings.push(
@@ -91,7 +101,16 @@ fn dismiss(f: &Facts, out: &mut RuleOutput) {
     if f.sockets_recorded {
         let calls: u64 = f.peers.iter().filter_map(|p| p.calls).sum();
         let bytes: u64 = f.peers.iter().filter_map(|p| p.bytes).sum();
-        seen.push(format!("sockets: {calls} calls moving {bytes} bytes"));
+        let turns: u64 = f.peers.iter().filter_map(|p| p.round_trips).sum();
+        let per = if turns > 0 {
+            format!(
+                " in {turns} round trips ({:.1} calls each: whole messages)",
+                calls as f64 / turns as f64
+            )
+        } else {
+            String::new()
+        };
+        seen.push(format!("sockets: {calls} calls moving {bytes} bytes{per}"));
     }
     if f.file_reads_recorded {
         let calls: u64 = f.file_reads.iter().map(|r| r.calls).sum();
@@ -164,5 +183,27 @@ mod tests {
         let out = check(&facts(100.0));
         assert!(out.findings.is_empty());
         assert_eq!(out.warnings.len(), 1);
+    }
+
+    #[test]
+    fn a_small_query_and_its_reply_per_round_trip_are_whole_messages() {
+        let mut f = facts(100.0);
+        let mut p = peer("postgres:5432", ResourceRole::Database, 50.0);
+        p.calls = Some(1200);
+        p.bytes = Some(60_000);
+        p.round_trips = Some(600);
+        f.peers = vec![p];
+        f.sockets_recorded = true;
+        let out = check(&f);
+        let s = &out.findings[0].suspicion;
+        assert_eq!(s.verdict, V::Dismissed);
+        assert!(
+            s.evidence.contains("in 600 round trips (2.0 calls each"),
+            "{}",
+            s.evidence
+        );
+        // The same bytes in ten calls a round trip: unbuffered.
+        f.peers[0].calls = Some(6000);
+        assert_eq!(check(&f).findings[0].suspicion.verdict, V::Confirmed);
     }
 }
