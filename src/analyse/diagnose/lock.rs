@@ -4,13 +4,17 @@
 //! when lock waits hold at least [`MIN_SHARE_PCT`] of the thread time, naming where the
 //! threads waited and, when wake-ups were recorded, the holder (the thread, and its own
 //! code, that woke the waiters: who released the lock); dismissed below. Reported in
-//! the schema's `other` category, which has no lock entry.
+//! the schema's `other` category, which has no lock entry. Waits in CPython's
+//! `take_gil` are the GIL: the advice is processes, not a shorter critical section.
 
 use super::facts::Facts;
 use super::site;
 use super::types::{Finding, RuleOutput, SuspicionCategory as C, SuspicionVerdict as V};
 
 pub const MIN_SHARE_PCT: f64 = 5.0;
+
+/// CPython's functions that wait for the GIL (3.8–3.13).
+const GIL_FUNCTIONS: &[&str] = &["take_gil", "PyEval_RestoreThread", "PyEval_AcquireThread"];
 
 const NOTE: &str = "lock contention: futex waits in the summed thread time, where they were \
                     waited and who woke the waiters (sched:sched_waking); confirmed at ≥ 5% \
@@ -59,20 +63,36 @@ pub fn check(f: &Facts) -> RuleOutput {
     let steps = site::deepest(f, |s| site::function(&s.call_site) == site::function(&at))
         .map(|s| vec![s.id.clone()])
         .unwrap_or_default();
+    let gil = GIL_FUNCTIONS.contains(&site::function(&at));
+    let (what, advice) = if gil {
+        (
+            "contention for CPython's GIL (global interpreter lock)".to_string(),
+            "the threads queue for CPython's GIL: Python code runs in one thread at a time, \
+             so CPU work in threads does not overlap — spread it over processes \
+             (multiprocessing, a pre-fork server's workers) or move the hot loop to native \
+             code that releases the GIL"
+                .to_string(),
+        )
+    } else {
+        (
+            format!("lock contention at {at}"),
+            format!(
+                "shorten the critical section the threads at {at} queue for, or split the lock"
+            ),
+        )
+    };
     out.findings.push(
         Finding::new(
             C::Other,
             V::Confirmed,
             at.clone(),
-            format!("lock contention at {at}"),
+            what,
             format!("{evidence}{holder}"),
             NOTE,
         )
         .steps(steps)
         .advice(
-            format!(
-                "shorten the critical section the threads at {at} queue for, or split the lock"
-            ),
+            advice,
             None,
             "the waits are followed to the holders' work on the critical path; how much \
              would overlap without the lock is not measured"
@@ -118,5 +138,22 @@ mod tests {
         f.thread_ms = 1000.0;
         f.thread_waits_ms.insert("lock".into(), 10.0);
         assert_eq!(check(&f).findings[0].suspicion.verdict, V::Dismissed);
+    }
+
+    #[test]
+    fn threads_waiting_in_take_gil_are_told_about_the_gil() {
+        let mut f = facts(1000.0);
+        f.thread_ms = 4000.0;
+        f.thread_waits_ms.insert("lock".into(), 2000.0);
+        f.lock_waiters = vec![("take_gil (Python/ceval_gil.h:231)".into(), 2000.0)];
+        let out = check(&f);
+        let s = &out.findings[0];
+        assert!(
+            s.suspicion.description.contains("GIL"),
+            "{}",
+            s.suspicion.description
+        );
+        let hint = &s.advice.as_ref().expect("advice").hint;
+        assert!(hint.contains("processes"), "{hint}");
     }
 }
