@@ -47,9 +47,10 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
             return code;
         }
     };
-    let result = match &plan {
+    let result = match plan.as_ref() {
         Plan::Session(s) => session::run(s),
         Plan::Report(r) => session::report(r),
+        Plan::Export(e) => session::export(e),
         Plan::Doctor => {
             ui::to_stdout(&ui::doctor(&sample::probe_capabilities()));
             Ok(0)

@@ -17,6 +17,60 @@ pub enum Plan {
     Doctor,
     /// Insert, list or remove timing wrappers in the project's sources (`instrument`).
     Instrument(InstrumentPlan),
+    /// Write a recording in another tool's format (`export`).
+    Export(ExportPlan),
+}
+
+/// Another tool's file format a recording can be written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ExportFormat {
+    /// pprof's `profile.proto`, gzip (`go tool pprof`, Pyroscope, Parca, Grafana).
+    Pprof,
+    /// speedscope's file format (JSON).
+    Speedscope,
+    /// The Firefox Profiler's processed format (samply's viewer), gzip.
+    Firefox,
+    /// Chrome's trace-event JSON (Perfetto UI, chrome://tracing).
+    Chrome,
+    /// Collapsed stacks (`a;b;c N`), for inferno and flamegraph.pl.
+    Folded,
+}
+
+impl ExportFormat {
+    /// Every format, in the order `--help` lists them.
+    pub const ALL: [ExportFormat; 5] = [
+        ExportFormat::Pprof,
+        ExportFormat::Speedscope,
+        ExportFormat::Firefox,
+        ExportFormat::Chrome,
+        ExportFormat::Folded,
+    ];
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExportFormat::Pprof => "pprof",
+            ExportFormat::Speedscope => "speedscope",
+            ExportFormat::Firefox => "firefox",
+            ExportFormat::Chrome => "chrome",
+            ExportFormat::Folded => "folded",
+        }
+    }
+
+    /// The format named `s`, if any.
+    pub fn parse(s: &str) -> Option<ExportFormat> {
+        ExportFormat::ALL.into_iter().find(|f| f.name() == s)
+    }
+}
+
+/// `profmap export INPUT --format F [--out FILE]`.
+#[derive(Debug, Clone)]
+pub struct ExportPlan {
+    /// A recording, or the folder of one.
+    pub input: PathBuf,
+    pub format: ExportFormat,
+    /// The file to write; None: the format's file name beside the recording.
+    pub out: Option<PathBuf>,
 }
 
 /// One `instrument` subcommand, run in the working folder (the project).
@@ -117,6 +171,8 @@ pub struct OutputPlan {
     pub quiet: bool,
     pub run_id: Option<String>,
     pub summary_path: Option<PathBuf>,
+    /// Other tools' formats written beside the map (`--export`), each once.
+    pub exports: Vec<ExportFormat>,
     /// Replace secrets in the command (`--password=…`, URL passwords, tokens) with `***`
     /// in every output; `--no-redact` keeps them.
     pub redact: bool,

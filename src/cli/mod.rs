@@ -8,8 +8,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::plan::{
-    InstrumentPlan, MeasurePlan, Mode, OutputPlan, Plan, ReportPlan, SamplePlan, SessionPlan,
-    TargetSpec,
+    ExportFormat, ExportPlan, InstrumentPlan, MeasurePlan, Mode, OutputPlan, Plan, ReportPlan,
+    SamplePlan, SessionPlan, TargetSpec,
 };
 
 /// Two examples shown with every usage error.
@@ -39,6 +39,9 @@ enum Cmd {
     Record(SessionArgs),
     /// Re-analyse a recording without running anything.
     Report(ReportArgs),
+    /// Write a recording in another tool's format (pprof, speedscope, Firefox Profiler,
+    /// Chrome trace / Perfetto, collapsed stacks).
+    Export(ExportArgs),
     /// Print what this machine allows (perf events, tracepoints, symbols, ...), with fixes.
     Doctor,
     /// Edit timing wrappers into Python sources, list them, remove them byte for byte.
@@ -82,6 +85,32 @@ struct CommonOut {
     /// Quiet: no target output echo, no summary table.
     #[arg(short, long)]
     quiet: bool,
+    /// Also write these formats beside the map (comma-separated): pprof, speedscope,
+    /// firefox, chrome, folded.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_format)]
+    export: Vec<ExportFormat>,
+}
+
+#[derive(Debug, Args)]
+struct ExportArgs {
+    /// A recording (profile.json.gz) or a folder holding one.
+    #[arg(default_value = "profile_output")]
+    input: PathBuf,
+    /// pprof (profile.pb.gz), speedscope (speedscope.json), firefox (firefox.json.gz),
+    /// chrome (trace.json), folded (stacks.folded).
+    #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
+    format: ExportFormat,
+    /// The file to write (default: the format's file name beside the recording).
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+/// An export format's name.
+fn parse_format(s: &str) -> Result<ExportFormat, String> {
+    ExportFormat::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = ExportFormat::ALL.iter().map(|f| f.name()).collect();
+        format!("unknown format '{s}' (one of: {})", names.join(", "))
+    })
 }
 
 #[derive(Debug, Args)]
@@ -201,7 +230,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// What parsing produced: a plan, or text to print (help/version) and its exit code.
 #[derive(Debug)]
 pub enum Parsed {
-    Plan(Plan),
+    Plan(Box<Plan>),
     Print {
         text: String,
         to_stderr: bool,
@@ -235,7 +264,7 @@ pub fn parse(args: Vec<OsString>) -> Parsed {
             };
         }
     };
-    Parsed::Plan(match cli.cmd {
+    Parsed::Plan(Box::new(match cli.cmd {
         Cmd::Bench(a) => session(Mode::Bench, a),
         Cmd::Run(a) => session(Mode::Run, a),
         Cmd::Record(a) => session(Mode::Record, a),
@@ -243,22 +272,31 @@ pub fn parse(args: Vec<OsString>) -> Parsed {
             input: a.input,
             output: output(a.out, None, None),
         }),
+        Cmd::Export(a) => Plan::Export(ExportPlan {
+            input: a.input,
+            format: a.format,
+            out: a.out,
+        }),
         Cmd::Doctor => Plan::Doctor,
         Cmd::Instrument(i) => Plan::Instrument(match i {
             InstrumentCmd::Add { targets, check } => InstrumentPlan::Add { targets, check },
             InstrumentCmd::List => InstrumentPlan::List,
             InstrumentCmd::Clean { force } => InstrumentPlan::Clean { force },
         }),
-    })
+    }))
 }
 
 fn output(o: CommonOut, run_id: Option<String>, summary_path: Option<PathBuf>) -> OutputPlan {
+    let mut exports = o.export;
+    exports.sort();
+    exports.dedup();
     OutputPlan {
         dir: o.out,
         json_stdout: o.json,
         quiet: o.quiet,
         run_id,
         summary_path,
+        exports,
         redact: true,
     }
 }
@@ -312,12 +350,15 @@ mod tests {
 
     #[test]
     fn command_keeps_its_own_flags() {
-        let Parsed::Plan(Plan::Session(s)) = parse(
+        let Parsed::Plan(plan) = parse(
             ["profmap", "bench", "--runs", "2", "--", "ls", "-l", "--all"]
                 .iter()
                 .map(OsString::from)
                 .collect(),
         ) else {
+            panic!("expected a session plan");
+        };
+        let Plan::Session(s) = *plan else {
             panic!("expected a session plan");
         };
         assert_eq!(s.target.program, "ls");

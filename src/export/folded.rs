@@ -98,3 +98,25 @@ pub fn folded(p: &SampledProfile, on_cpu_only: bool) -> String {
     }
     out
 }
+
+/// The folded stacks as an exporter (`--export folded`: the same `stacks.folded` every
+/// deep profile writes).
+#[derive(Debug)]
+pub struct Folded;
+
+impl super::Exporter for Folded {
+    fn format(&self) -> crate::plan::ExportFormat {
+        crate::plan::ExportFormat::Folded
+    }
+    fn file_name(&self) -> &'static str {
+        "stacks.folded"
+    }
+    fn write(
+        &self,
+        input: &super::Input,
+        out: &mut dyn std::io::Write,
+    ) -> Result<(), crate::error::Error> {
+        out.write_all(folded(input.profile, false).as_bytes())
+            .map_err(|e| super::write_error(self.format(), e))
+    }
+}

@@ -1,5 +1,130 @@
-//! Other tools' formats, one file each: collapsed stacks (`folded`) and inferno
-//! flamegraphs (`flamegraph`). Pure functions of the recording.
+//! Other tools' formats, one file each behind one trait ([`Exporter`]): collapsed stacks
+//! (`folded`), pprof, speedscope, the Firefox Profiler, Chrome trace events; and inferno
+//! flamegraphs (`flamegraph`, written with every deep profile).
+//!
+//! Every exporter is fed the same [`Input`] — the recording, and per sample the wait
+//! category and resource the analysis gave it — and writes bytes: it never re-reads
+//! /proc, re-runs anything or touches the file system (the session writes the bytes).
+//! Indices from the recording are validated on read (`profile::validate`); an exporter
+//! still uses `get` rather than indexing, since it must never panic on input.
 
 pub mod flamegraph;
 pub mod folded;
+
+use std::io::Write;
+
+use crate::analyse::WaitCategory;
+use crate::error::Error;
+use crate::plan::ExportFormat;
+use crate::profile::{Recording, SampledProfile};
+
+/// What an exporter is fed.
+#[derive(Debug)]
+pub struct Input<'a> {
+    /// The whole recording (baseline and timeline included).
+    pub rec: &'a Recording,
+    /// Its deep profile.
+    pub profile: &'a SampledProfile,
+    /// Per sample (same index): the wait category the analysis gave it (`cpu` for
+    /// on-CPU samples).
+    pub categories: Vec<WaitCategory>,
+    /// Per sample: the resource it waited on (index into `profile.resources`).
+    pub resources: Vec<Option<u32>>,
+}
+
+impl<'a> Input<'a> {
+    /// The input for `rec`; None when it holds no deep profile (a `bench` session).
+    pub fn new(rec: &'a Recording) -> Option<Input<'a>> {
+        let profile = rec.sampled.as_ref()?;
+        let a = crate::analyse::analyse(profile);
+        Some(Input {
+            rec,
+            profile,
+            categories: a.call_tree.sample_categories,
+            resources: a.call_tree.sample_resources,
+        })
+    }
+
+    /// Sample `i`'s category (`other` when out of range).
+    pub fn category(&self, i: usize) -> WaitCategory {
+        self.categories
+            .get(i)
+            .copied()
+            .unwrap_or(WaitCategory::Other)
+    }
+
+    /// The name of the resource sample `i` waited on, when known.
+    pub fn resource_name(&self, i: usize) -> Option<&str> {
+        let r = self.resources.get(i).copied().flatten()?;
+        self.profile
+            .resources
+            .get(r as usize)
+            .map(crate::analyse::resources::shown_name)
+    }
+}
+
+/// One other tool's format.
+pub trait Exporter {
+    /// The format it writes.
+    fn format(&self) -> ExportFormat;
+    /// The file it writes into an output folder (`profile.pb.gz`).
+    fn file_name(&self) -> &'static str;
+    /// Write the whole file.
+    fn write(&self, input: &Input, out: &mut dyn Write) -> Result<(), Error>;
+}
+
+/// The exporter of `format`.
+pub fn exporter(format: ExportFormat) -> &'static dyn Exporter {
+    match format {
+        ExportFormat::Folded => &folded::Folded,
+        // Formats whose exporter is still to come write nothing but say so.
+        ExportFormat::Pprof => &Missing(ExportFormat::Pprof),
+        ExportFormat::Speedscope => &Missing(ExportFormat::Speedscope),
+        ExportFormat::Firefox => &Missing(ExportFormat::Firefox),
+        ExportFormat::Chrome => &Missing(ExportFormat::Chrome),
+    }
+}
+
+/// Every exporter's file name, for the output folder's list of own files.
+pub fn file_names() -> Vec<&'static str> {
+    ExportFormat::ALL
+        .iter()
+        .map(|&f| exporter(f).file_name())
+        .collect()
+}
+
+/// Write `format` of `input` into a buffer.
+pub fn to_bytes(format: ExportFormat, input: &Input) -> Result<Vec<u8>, Error> {
+    let mut buf = Vec::new();
+    exporter(format).write(input, &mut buf)?;
+    Ok(buf)
+}
+
+/// A format not implemented yet: refuses with a tool error.
+struct Missing(ExportFormat);
+
+impl Exporter for Missing {
+    fn format(&self) -> ExportFormat {
+        self.0
+    }
+    fn file_name(&self) -> &'static str {
+        match self.0 {
+            ExportFormat::Pprof => "profile.pb.gz",
+            ExportFormat::Speedscope => "speedscope.json",
+            ExportFormat::Firefox => "firefox.json.gz",
+            ExportFormat::Chrome => "trace.json",
+            ExportFormat::Folded => "stacks.folded",
+        }
+    }
+    fn write(&self, _: &Input, _: &mut dyn Write) -> Result<(), Error> {
+        Err(Error::Tool(format!(
+            "the {} export is not available in this build",
+            self.0.name()
+        )))
+    }
+}
+
+/// An I/O error while writing an export, as profmap's error.
+pub fn write_error(format: ExportFormat, e: std::io::Error) -> Error {
+    Error::Tool(format!("writing the {} export failed: {e}", format.name()))
+}

@@ -19,7 +19,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::Error;
 use crate::measure::{self, Echo, LogSink, Outcome, RunOptions};
-use crate::plan::ReportPlan;
+use crate::plan::{ExportPlan, ReportPlan};
 use crate::plan::{Mode, OutputPlan, SessionPlan};
 use crate::profile::{ExitStatus, Recording, SessionMeta, read_recording};
 use crate::report::summary::Status;
@@ -238,17 +238,7 @@ fn baseline_phase(
 
 /// `profmap report`: re-analyse a recording and rewrite every output from it.
 pub fn report(plan: &ReportPlan) -> Result<i32, Error> {
-    let input = if plan.input.is_dir() {
-        plan.input.join(RECORDING)
-    } else {
-        plan.input.clone()
-    };
-    if !input.exists() {
-        return Err(Error::Usage(format!(
-            "no recording at '{}' — give a profile.json.gz or the folder of a `profmap run`/`record`",
-            input.display()
-        )));
-    }
+    let input = recording_path(&plan.input)?;
     let rec = read_recording(&input)?;
     let out_dir = match &plan.output.dir {
         Some(d) => d.clone(),
@@ -276,6 +266,62 @@ pub fn report(plan: &ReportPlan) -> Result<i32, Error> {
     };
     let w = write_outputs(&rec, &t, status, None, !same)?;
     finish_terminal(&plan.output, &w, None);
+    Ok(0)
+}
+
+/// The recording `input` names: the file, or `profile.json.gz` in a folder.
+fn recording_path(input: &Path) -> Result<PathBuf, Error> {
+    let path = if input.is_dir() {
+        input.join(RECORDING)
+    } else {
+        input.to_path_buf()
+    };
+    if !path.exists() {
+        return Err(Error::Usage(format!(
+            "no recording at '{}' — give a profile.json.gz or the folder of a `profmap run`/`record`",
+            path.display()
+        )));
+    }
+    Ok(path)
+}
+
+/// `profmap export`: one format of a recording, to `--out FILE` or beside it.
+pub fn export(plan: &ExportPlan) -> Result<i32, Error> {
+    let input = recording_path(&plan.input)?;
+    let rec = read_recording(&input)?;
+    let Some(data) = crate::export::Input::new(&rec) else {
+        return Err(Error::Usage(format!(
+            "'{}' holds no deep profile (a `profmap bench` session): nothing to export — \
+             record one with `profmap run` or `profmap record`",
+            input.display()
+        )));
+    };
+    let bytes = crate::export::to_bytes(plan.format, &data)?;
+    let name = crate::export::exporter(plan.format).file_name();
+    let path = match &plan.out {
+        Some(p) => p.clone(),
+        None => input
+            .parent()
+            .map_or_else(|| PathBuf::from(name), |d| d.join(name)),
+    };
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let file = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| Error::Usage(format!("bad --out '{}'", path.display())))?;
+    // Links in a path the user gave are theirs to have; the file itself is written
+    // through a temporary and never follows a planted link.
+    let dir = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
+    outfile::write_file(&dir, file, &bytes, false)?;
+    eprintln!(
+        "profmap: wrote {} ({}, {} bytes)",
+        dir.join(file).display(),
+        plan.format.name(),
+        bytes.len()
+    );
     Ok(0)
 }
 

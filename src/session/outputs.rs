@@ -24,7 +24,8 @@ use crate::plan::OutputPlan;
 use crate::profile::{Recording, SampledProfile};
 use crate::report::{self, DeepView, summary::Status};
 
-/// Every file profmap may write into an output folder.
+/// Every file profmap may write into an output folder (and every exporter's file,
+/// [`crate::export::file_names`]).
 pub const OWN_FILES: &[&str] = &[
     "performance_map.json",
     "performance_map.yaml",
@@ -80,7 +81,8 @@ pub fn write_outputs(
     let mut done = Done::default();
     match write_all(rec, t, status, message, write_rec, &mut done) {
         Ok(w) => {
-            for name in OWN_FILES {
+            let exports = crate::export::file_names();
+            for name in OWN_FILES.iter().chain(&exports) {
                 if !done.0.contains(*name) && !t.keep.contains(name) {
                     outfile::remove_regular(t.out, name);
                 }
@@ -157,6 +159,7 @@ fn write_all(
             ] {
                 artifacts.insert(k.into(), v.into());
             }
+            write_exports(rec, t, done, &mut artifacts)?;
             let mut a = analyse::analyse(p);
             if let Some(run) = &rec.profiled_run {
                 analyse::add_run_evidence(&mut a, run);
@@ -267,6 +270,28 @@ fn write_profile_views(p: &SampledProfile, t: &Target, done: &mut Done) -> Resul
     done.put(t, "stacks.folded", folded.as_bytes())
 }
 
+/// The `--export` formats, each under its file name, listed in the artifacts under
+/// the format's name.
+fn write_exports(
+    rec: &Recording,
+    t: &Target,
+    done: &mut Done,
+    artifacts: &mut BTreeMap<String, String>,
+) -> Result<(), Error> {
+    if t.oplan.exports.is_empty() {
+        return Ok(());
+    }
+    let Some(input) = crate::export::Input::new(rec) else {
+        return Ok(());
+    };
+    for &f in &t.oplan.exports {
+        let name = crate::export::exporter(f).file_name();
+        done.put(t, name, &crate::export::to_bytes(f, &input)?)?;
+        artifacts.insert(f.name().to_string(), name.to_string());
+    }
+    Ok(())
+}
+
 fn pretty<T: serde::Serialize + ?Sized>(v: &T) -> Result<Vec<u8>, Error> {
     serde_json::to_vec_pretty(v).map_err(|e| Error::Tool(e.to_string()))
 }
@@ -287,6 +312,7 @@ mod tests {
             quiet: true,
             run_id: None,
             summary_path: None,
+            exports: Vec::new(),
             redact: true,
         };
         let t = Target {
