@@ -345,7 +345,18 @@ fn without_profiler_activity(p: &SampledProfile) -> (Option<SampledProfile>, u64
     (Some(q), own_ns)
 }
 
-/// Analyse one sampled profile.
+/// The profile [`analyse`] works on: `p` without the samples that are profmap's own
+/// activity. The [`Analysis`]' per-sample tables (`call_tree.sample_categories`,
+/// `sample_resources`, ...) index *its* samples: whoever reads them beside the samples
+/// (the diagnosis, the exporters) must use this profile, not the recording's.
+pub fn analysed_profile(p: &SampledProfile) -> std::borrow::Cow<'_, SampledProfile> {
+    match without_profiler_activity(p).0 {
+        Some(own) => std::borrow::Cow::Owned(own),
+        None => std::borrow::Cow::Borrowed(p),
+    }
+}
+
+/// Analyse one sampled profile (see [`analysed_profile`] for which samples).
 pub fn analyse(p: &SampledProfile) -> Analysis {
     let (own, profiler_ns) = without_profiler_activity(p);
     let p = own.as_ref().unwrap_or(p);

@@ -116,7 +116,7 @@ impl super::Exporter for Folded {
         input: &super::Input,
         out: &mut dyn std::io::Write,
     ) -> Result<(), crate::error::Error> {
-        out.write_all(folded(input.profile, false).as_bytes())
+        out.write_all(folded(&input.profile, false).as_bytes())
             .map_err(|e| super::write_error(self.format(), e))
     }
 }

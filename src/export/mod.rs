@@ -23,8 +23,9 @@ use crate::profile::{Recording, SampledProfile};
 pub struct Input<'a> {
     /// The whole recording (baseline and timeline included).
     pub rec: &'a Recording,
-    /// Its deep profile.
-    pub profile: &'a SampledProfile,
+    /// Its deep profile, without profmap's own activity (the profile the analysis
+    /// worked on, so `categories` and `resources` index its samples).
+    pub profile: std::borrow::Cow<'a, SampledProfile>,
     /// Per sample (same index): the wait category the analysis gave it (`cpu` for
     /// on-CPU samples).
     pub categories: Vec<WaitCategory>,
@@ -35,8 +36,8 @@ pub struct Input<'a> {
 impl<'a> Input<'a> {
     /// The input for `rec`; None when it holds no deep profile (a `bench` session).
     pub fn new(rec: &'a Recording) -> Option<Input<'a>> {
-        let profile = rec.sampled.as_ref()?;
-        let a = crate::analyse::analyse(profile);
+        let profile = crate::analyse::analysed_profile(rec.sampled.as_ref()?);
+        let a = crate::analyse::analyse(&profile);
         Some(Input {
             rec,
             profile,

@@ -160,12 +160,14 @@ fn write_all(
                 artifacts.insert(k.into(), v.into());
             }
             write_exports(rec, t, done, &mut artifacts)?;
-            let mut a = analyse::analyse(p);
+            // The diagnosis reads the analysis' per-sample tables beside the samples.
+            let p = analyse::analysed_profile(p);
+            let mut a = analyse::analyse(&p);
             if let Some(run) = &rec.profiled_run {
                 analyse::add_run_evidence(&mut a, run);
             }
             let runs: Vec<_> = rec.baseline.iter().flat_map(|b| b.counted()).collect();
-            analyse::diagnose::run(&mut a, p, rec.profiled_run.as_ref(), &runs);
+            analyse::diagnose::run(&mut a, &p, rec.profiled_run.as_ref(), &runs);
             analyse::escalate::run(&mut a, rec);
             Some(DeepView::from_analysis(&a))
         }
