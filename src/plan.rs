@@ -11,6 +11,9 @@ pub enum Plan {
     /// Baseline only (`bench`), or baseline + profiled run (`run`), or profiled run only
     /// (`record`).
     Session(Box<SessionPlan>),
+    /// Several commands side by side (`bench 'cmd a' 'cmd b'`, a parameter scan): one
+    /// session each, then their comparison.
+    Sessions(Box<CommandsPlan>),
     /// Re-analyse a recording (`report`).
     Report(ReportPlan),
     /// Print what this machine allows (`doctor`).
@@ -109,6 +112,23 @@ pub struct SessionPlan {
     /// Run a Python target again when the escalation rules call for it (Level 3 memory,
     /// instrumentation when sampling costs > 20%); off with `--no-escalate`.
     pub escalate: bool,
+}
+
+/// Several commands, each measured as `template` says.
+#[derive(Debug, Clone)]
+pub struct CommandsPlan {
+    /// Everything but the target (every command gets the same options).
+    pub template: SessionPlan,
+    /// The commands, in the order given (parameter values expanded).
+    pub commands: Vec<NamedCommand>,
+}
+
+/// One of several commands, with the name people know it by.
+#[derive(Debug, Clone)]
+pub struct NamedCommand {
+    /// The command as given (`sleep 0.1`), parameter value substituted.
+    pub label: String,
+    pub target: TargetSpec,
 }
 
 /// The command to launch, byte for byte as given (argv need not be UTF-8).

@@ -267,3 +267,73 @@ fn each_subcommand_shows_only_its_own_options() {
     insta::assert_snapshot!("record_help", record);
     insta::assert_snapshot!("run_help", run);
 }
+
+#[test]
+fn two_commands_of_known_relative_cost_give_a_ratio_of_two() {
+    let _g = common::sampling::serial();
+    let bin = common::compile("three_funcs", &[]);
+    let d = tempfile::tempdir().expect("tmp");
+    let out = d.path().join("o");
+    let cmd = format!("{} {{n}}", bin.display());
+    profmap()
+        .args(["bench", "-q", "--runs", "5", "--warmup", "1", "--out"])
+        .arg(&out)
+        .args(["--parameter-list", "n", "8000000,16000000", &cmd])
+        .assert()
+        .success();
+    let s = common::read_json(&out.join("summary.json"));
+    assert_eq!(s["schema"], "profmap-commands/1");
+    let cmds = s["commands"].as_array().expect("commands");
+    assert_eq!(cmds.len(), 2);
+    assert_eq!(cmds[0]["command"], format!("{} 8000000", bin.display()));
+    assert_eq!(s["fastest"], 0);
+    let ratio = cmds[1]["relative"].as_f64().expect("ratio");
+    let cpu = cmds[1]["cpu_ms"]["mean"].as_f64().expect("cpu")
+        / cmds[0]["cpu_ms"]["mean"].as_f64().expect("cpu");
+    assert!((cpu - 2.0).abs() <= 0.1, "CPU ratio {cpu}");
+    assert!(
+        (ratio - 2.0).abs() <= 0.15,
+        "wall ratio {ratio} (CPU ratio {cpu})"
+    );
+    let line = s["summary"][0].as_str().expect("summary");
+    assert!(line.contains("times faster than"), "{line}");
+    // Each command's own session, and the index linking it.
+    for c in cmds {
+        let folder = out.join(c["folder"].as_str().expect("folder"));
+        common::valid_map(&folder);
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).expect("report.md");
+    assert!(md.contains("(1-") && md.contains("/report.md)"), "{md}");
+}
+
+#[test]
+fn a_parameter_scan_runs_each_value_and_quoted_commands_run_through_the_shell() {
+    let d = tempfile::tempdir().expect("tmp");
+    let log = d.path().join("scan.log");
+    let out = d.path().join("o");
+    profmap()
+        .args(["bench", "-q", "--runs", "1", "--warmup", "0", "--out"])
+        .arg(&out)
+        .args(["--parameter-scan", "k", "1", "3"])
+        .arg(format!("echo {{k}} >> {}", log.display()))
+        .assert()
+        .success();
+    assert_eq!(lines(&log), vec!["1", "2", "3"]);
+    let s = common::read_json(&out.join("summary.json"));
+    assert_eq!(s["commands"].as_array().map(Vec::len), Some(3));
+    // Two quoted commands without `--`: each through sh -c.
+    let log2 = d.path().join("two.log");
+    profmap()
+        .args(["bench", "-q", "--runs", "1", "--warmup", "0", "--out"])
+        .arg(d.path().join("o2"))
+        .arg(format!("echo a >> {}", log2.display()))
+        .arg(format!("echo b >> {}", log2.display()))
+        .assert()
+        .success();
+    assert_eq!(lines(&log2), vec!["a", "b"]);
+    // A parameter no command uses is a usage error.
+    profmap()
+        .args(["bench", "--parameter-list", "x", "1,2", "--", "true"])
+        .assert()
+        .code(2);
+}

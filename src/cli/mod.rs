@@ -8,8 +8,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::plan::{
-    AroundCommands, ExportFormat, ExportPlan, InputPlan, InstrumentPlan, MeasurePlan, Mode,
-    OutputPlan, Plan, ReportPlan, SamplePlan, SessionPlan, Stdin, TargetSpec,
+    AroundCommands, CommandsPlan, ExportFormat, ExportPlan, InputPlan, InstrumentPlan, MeasurePlan,
+    Mode, NamedCommand, OutputPlan, Plan, ReportPlan, SamplePlan, SessionPlan, Stdin, TargetSpec,
 };
 
 /// Two examples shown with every usage error.
@@ -227,9 +227,120 @@ struct TargetArgs {
     no_redact: bool,
     #[command(flatten)]
     out: CommonOut,
-    /// The command to measure, after `--`.
+    /// Run each command once per integer NAME from MIN to MAX, `{NAME}` in the command
+    /// replaced by the value (e.g. --parameter-scan threads 1 4 'make -j{threads}').
+    #[arg(long, num_args = 3, value_names = ["NAME", "MIN", "MAX"], conflicts_with = "parameter_list")]
+    parameter_scan: Vec<String>,
+    /// Run each command once per comma-separated value, `{NAME}` in the command replaced
+    /// (e.g. --parameter-list level 1,6,9 'gzip -{level} -c big > /dev/null').
+    #[arg(long, num_args = 2, value_names = ["NAME", "VALUES"])]
+    parameter_list: Vec<String>,
+    /// The command: after `--`, its argv byte for byte; without `--`, one or more quoted
+    /// shell commands (run through sh -c), measured side by side.
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD", value_parser = clap::value_parser!(OsString))]
     command: Vec<OsString>,
+}
+
+/// The most commands one session runs (parameter values included).
+const MAX_COMMANDS: usize = 1000;
+
+/// The commands `a` names: one argv after `--` (`argv_form`), or each positional a shell
+/// command (a single plain word stays an argv); then one per parameter value.
+fn commands(a: &TargetArgs, argv_form: bool) -> Result<Vec<NamedCommand>, String> {
+    let plain = |s: &OsString| {
+        s.to_str().is_some_and(|t| {
+            !t.is_empty()
+                && t.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c))
+        })
+    };
+    let base: Vec<NamedCommand> = if argv_form || (a.command.len() == 1 && plain(&a.command[0])) {
+        let mut it = a.command.iter().cloned();
+        let target = TargetSpec {
+            program: it.next().unwrap_or_default(),
+            args: it.collect(),
+            stdin: Stdin::Null,
+        };
+        let label = target.argv_lossy().join(" ");
+        vec![NamedCommand { label, target }]
+    } else {
+        a.command
+            .iter()
+            .map(|c| {
+                let text = c.to_str().ok_or_else(|| {
+                    "a quoted command must be UTF-8; give a byte-exact argv after `--`".to_string()
+                })?;
+                Ok(NamedCommand {
+                    label: text.to_string(),
+                    target: TargetSpec {
+                        program: "sh".into(),
+                        args: vec!["-c".into(), text.into()],
+                        stdin: Stdin::Null,
+                    },
+                })
+            })
+            .collect::<Result<_, String>>()?
+    };
+    let Some((name, values)) = parameter_values(a)? else {
+        return Ok(base);
+    };
+    let key = format!("{{{name}}}");
+    if !base.iter().any(|c| c.label.contains(&key)) {
+        return Err(format!(
+            "no command contains {key} for the parameter '{name}'"
+        ));
+    }
+    let mut out = Vec::new();
+    for c in &base {
+        for v in &values {
+            let sub = |s: &OsString| -> OsString {
+                match s.to_str() {
+                    Some(t) => t.replace(&key, v).into(),
+                    None => s.clone(),
+                }
+            };
+            out.push(NamedCommand {
+                label: c.label.replace(&key, v),
+                target: TargetSpec {
+                    program: sub(&c.target.program),
+                    args: c.target.args.iter().map(sub).collect(),
+                    stdin: Stdin::Null,
+                },
+            });
+        }
+    }
+    if out.len() > MAX_COMMANDS {
+        return Err(format!(
+            "{} commands: at most {MAX_COMMANDS} per session",
+            out.len()
+        ));
+    }
+    Ok(out)
+}
+
+/// `--parameter-scan` / `--parameter-list` as (name, values).
+fn parameter_values(a: &TargetArgs) -> Result<Option<(String, Vec<String>)>, String> {
+    if let [name, min, max] = a.parameter_scan.as_slice() {
+        let n = |s: &str| {
+            s.parse::<i64>()
+                .map_err(|_| format!("--parameter-scan: '{s}' is not an integer"))
+        };
+        let (lo, hi) = (n(min)?, n(max)?);
+        if hi < lo || hi - lo >= MAX_COMMANDS as i64 {
+            return Err(format!(
+                "--parameter-scan {name} {min} {max}: MIN must be ≤ MAX, at most {MAX_COMMANDS} values"
+            ));
+        }
+        return Ok(Some((
+            name.clone(),
+            (lo..=hi).map(|v| v.to_string()).collect(),
+        )));
+    }
+    if let [name, list] = a.parameter_list.as_slice() {
+        let values: Vec<String> = list.split(',').map(str::to_string).collect();
+        return Ok(Some((name.clone(), values)));
+    }
+    Ok(None)
 }
 
 #[derive(Debug, Args)]
@@ -305,6 +416,8 @@ pub enum Parsed {
 /// Turn argv into a plan. Usage errors come back as text with examples and exit 2.
 /// Arguments need not be UTF-8: the target's command and paths keep their bytes.
 pub fn parse(args: Vec<OsString>) -> Parsed {
+    // `--` keeps the command a byte-exact argv; without it, each is a shell command.
+    let argv_form = args.iter().any(|a| a == "--");
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
@@ -328,30 +441,42 @@ pub fn parse(args: Vec<OsString>) -> Parsed {
             };
         }
     };
-    Parsed::Plan(Box::new(match cli.cmd {
-        Cmd::Bench { repeat, target } => session(Mode::Bench, Some(repeat), None, target),
+    let plan = match cli.cmd {
+        Cmd::Bench { repeat, target } => {
+            session(Mode::Bench, Some(repeat), None, target, argv_form)
+        }
         Cmd::Run {
             repeat,
             profile,
             target,
-        } => session(Mode::Run, Some(repeat), Some(profile), target),
-        Cmd::Record { profile, target } => session(Mode::Record, None, Some(profile), target),
-        Cmd::Report(a) => Plan::Report(ReportPlan {
+        } => session(Mode::Run, Some(repeat), Some(profile), target, argv_form),
+        Cmd::Record { profile, target } => {
+            session(Mode::Record, None, Some(profile), target, argv_form)
+        }
+        Cmd::Report(a) => Ok(Plan::Report(ReportPlan {
             input: a.input,
             output: output(a.out, a.exports.export, None, None),
-        }),
-        Cmd::Export(a) => Plan::Export(ExportPlan {
+        })),
+        Cmd::Export(a) => Ok(Plan::Export(ExportPlan {
             input: a.input,
             format: a.format,
             out: a.out,
-        }),
-        Cmd::Doctor => Plan::Doctor,
-        Cmd::Instrument(i) => Plan::Instrument(match i {
+        })),
+        Cmd::Doctor => Ok(Plan::Doctor),
+        Cmd::Instrument(i) => Ok(Plan::Instrument(match i {
             InstrumentCmd::Add { targets, check } => InstrumentPlan::Add { targets, check },
             InstrumentCmd::List => InstrumentPlan::List,
             InstrumentCmd::Clean { force } => InstrumentPlan::Clean { force },
-        }),
-    }))
+        })),
+    };
+    match plan {
+        Ok(p) => Parsed::Plan(Box::new(p)),
+        Err(msg) => Parsed::Print {
+            text: format!("error: {msg}\n\n{EXAMPLES}\n"),
+            to_stderr: true,
+            code: 2,
+        },
+    }
 }
 
 fn output(
@@ -380,7 +505,9 @@ fn session(
     repeat: Option<RepeatArgs>,
     profile: Option<ProfileArgs>,
     a: TargetArgs,
-) -> Plan {
+    argv_form: bool,
+) -> Result<Plan, String> {
+    let mut commands = commands(&a, argv_form)?;
     let (runs, warmup) = repeat.map_or((3, 1), |r| (r.runs, r.warmup));
     let sample = profile.as_ref().map_or(
         SamplePlan {
@@ -404,15 +531,13 @@ fn session(
     let exports = profile
         .as_ref()
         .map_or_else(Vec::new, |p| p.exports.export.clone());
-    let mut command = a.command.into_iter();
-    let program = command.next().unwrap_or_default();
-    Plan::Session(Box::new(SessionPlan {
+    let target = match commands.len() {
+        1 => commands.remove(0).target,
+        _ => TargetSpec::default(),
+    };
+    let plan = SessionPlan {
         mode,
-        target: TargetSpec {
-            program,
-            args: command.collect(),
-            stdin: Stdin::Null,
-        },
+        target,
         measure: MeasurePlan {
             runs,
             warmup,
@@ -434,7 +559,14 @@ fn session(
         },
         trace: a.trace,
         escalate: profile.is_none_or(|p| !p.no_escalate),
-    }))
+    };
+    Ok(match commands.len() {
+        0 => Plan::Session(Box::new(plan)),
+        _ => Plan::Sessions(Box::new(CommandsPlan {
+            template: plan,
+            commands,
+        })),
+    })
 }
 
 #[cfg(test)]

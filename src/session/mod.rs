@@ -31,6 +31,7 @@ pub mod dirfd;
 mod escalate;
 mod hooks;
 pub mod lock;
+mod multi;
 pub mod outfile;
 mod outputs;
 pub mod redact;
@@ -38,6 +39,7 @@ pub mod runlog;
 mod stdin;
 mod trace;
 
+pub use multi::run_commands;
 pub use outputs::{OWN_FILES, Written, write_outputs};
 
 /// The output folder when none is given.
@@ -50,6 +52,11 @@ pub const RUN_LOG: &str = "run.log";
 
 /// Run a `bench`, `run` or `record` session; returns the exit code.
 pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
+    run_session(plan).map(|(code, _)| code)
+}
+
+/// [`run`], returning the recording too (for a comparison of several commands).
+fn run_session(plan: &SessionPlan) -> Result<(i32, Recording), Error> {
     target::resolve_program(&plan.target.program)?;
     crate::instrument::check_trace_targets(&plan.trace)?;
     if let Some(p) = &plan.output.summary_path {
@@ -123,7 +130,7 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
         Err(e) => return Err(outputs::fail(&rec, &t, &e)),
     };
     finish_terminal(&plan.output, &written, message.as_deref());
-    Ok(code)
+    Ok((code, rec))
 }
 
 /// How runs are run: timeout, polling, echo of the target's output.
