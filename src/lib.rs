@@ -49,6 +49,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
     };
     let result = match plan.as_ref() {
         Plan::Session(s) => session::run(s),
+        Plan::Sessions(c) => session::run_commands(c),
         Plan::Report(r) => session::report(r),
         Plan::Export(e) => session::export(e),
         Plan::Doctor => {

@@ -10,7 +10,10 @@ use std::time::Duration;
 pub enum Plan {
     /// Baseline only (`bench`), or baseline + profiled run (`run`), or profiled run only
     /// (`record`).
-    Session(SessionPlan),
+    Session(Box<SessionPlan>),
+    /// Several commands side by side (`bench 'cmd a' 'cmd b'`, a parameter scan): one
+    /// session each, then their comparison.
+    Sessions(Box<CommandsPlan>),
     /// Re-analyse a recording (`report`).
     Report(ReportPlan),
     /// Print what this machine allows (`doctor`).
@@ -111,11 +114,71 @@ pub struct SessionPlan {
     pub escalate: bool,
 }
 
-/// The command to launch, byte for byte as given (argv need not be UTF-8).
+/// Several commands, each measured as `template` says.
 #[derive(Debug, Clone)]
+pub struct CommandsPlan {
+    /// Everything but the target (every command gets the same options).
+    pub template: SessionPlan,
+    /// The commands, in the order given (parameter values expanded).
+    pub commands: Vec<NamedCommand>,
+}
+
+/// One of several commands, with the name people know it by.
+#[derive(Debug, Clone)]
+pub struct NamedCommand {
+    /// The command as given (`sleep 0.1`), parameter value substituted.
+    pub label: String,
+    pub target: TargetSpec,
+}
+
+/// The command to launch, byte for byte as given (argv need not be UTF-8).
+#[derive(Debug, Clone, Default)]
 pub struct TargetSpec {
     pub program: OsString,
     pub args: Vec<OsString>,
+    /// What every run reads on its standard input.
+    pub stdin: Stdin,
+}
+
+/// Where each run's standard input comes from, the same for every run (resolved by the
+/// session from [`InputPlan`] before anything runs).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Stdin {
+    /// `/dev/null`: an immediate end of file.
+    #[default]
+    Null,
+    /// This file, opened afresh for every run so that each reads it from its start.
+    File(PathBuf),
+    /// profmap's own terminal, handed to the target's process group for the run.
+    Terminal,
+}
+
+/// What the user asked the target's standard input to be.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum InputPlan {
+    /// profmap's own stdin: a file or `/dev/null` is given to every run from its start,
+    /// a pipe is read once and its bytes given to every run, a terminal becomes
+    /// `/dev/null`.
+    #[default]
+    Inherit,
+    /// `--input FILE`.
+    File(PathBuf),
+    /// `--interactive`: the terminal itself.
+    Interactive,
+}
+
+/// Shell commands run around the target's runs, as hyperfine's options of the same
+/// names; none of their time is measured.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AroundCommands {
+    /// Once, before the first run (`--setup`).
+    pub setup: Option<String>,
+    /// Before every run, warm-ups and the profiled run included (`--prepare`).
+    pub prepare: Option<String>,
+    /// After every run (`--conclude`).
+    pub conclude: Option<String>,
+    /// Once, after the last run, even when a run failed (`--cleanup`).
+    pub cleanup: Option<String>,
 }
 
 impl TargetSpec {
@@ -147,6 +210,10 @@ pub struct MeasurePlan {
     pub allow_failure: bool,
     /// /proc poll interval for memory and the timeline.
     pub poll_interval: Duration,
+    /// What the target reads on its standard input.
+    pub input: InputPlan,
+    /// Commands run around the runs.
+    pub around: AroundCommands,
 }
 
 #[derive(Debug, Clone)]

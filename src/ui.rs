@@ -115,7 +115,7 @@ pub fn summary_table(map: &PerfMap, report_path: &str) -> String {
             i + 1,
             b.class.as_str(),
             b.step,
-            b.description
+            crate::report::names::short(&b.description)
         ));
     }
     if let Some(r) = waited_on_most(&map.result().performance_map.resources) {

@@ -155,6 +155,7 @@ fn helper_launch_then_hang() {
     let spec = profmap::plan::TargetSpec {
         program: "sh".into(),
         args: vec!["-c".into(), "sleep 1; touch \"$0\"".into(), marker],
+        ..Default::default()
     };
     let susp = profmap::target::spawn_suspended(&spec).expect("spawn suspended");
     let launched = susp.release("sh").expect("release");

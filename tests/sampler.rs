@@ -93,6 +93,7 @@ fn spawn(program: &str, args: &[&str]) -> profmap::target::Suspended {
     let spec = TargetSpec {
         program: program.into(),
         args: args.iter().map(|s| s.into()).collect(),
+        ..Default::default()
     };
     profmap::target::spawn_suspended(&spec).expect("spawn suspended")
 }

@@ -8,8 +8,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::plan::{
-    ExportFormat, ExportPlan, InstrumentPlan, MeasurePlan, Mode, OutputPlan, Plan, ReportPlan,
-    SamplePlan, SessionPlan, TargetSpec,
+    AroundCommands, CommandsPlan, ExportFormat, ExportPlan, InputPlan, InstrumentPlan, MeasurePlan,
+    Mode, NamedCommand, OutputPlan, Plan, ReportPlan, SamplePlan, SessionPlan, Stdin, TargetSpec,
 };
 
 /// Two examples shown with every usage error.
@@ -32,11 +32,28 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Baseline only: warm-up plus repeated runs of the whole process tree.
-    Bench(SessionArgs),
+    Bench {
+        #[command(flatten)]
+        repeat: RepeatArgs,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
     /// Baseline, then one profiled run: the full performance map.
-    Run(SessionArgs),
+    Run {
+        #[command(flatten)]
+        repeat: RepeatArgs,
+        #[command(flatten)]
+        profile: ProfileArgs,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
     /// One profiled run only: writes the recording (profile.json.gz) and the map.
-    Record(SessionArgs),
+    Record {
+        #[command(flatten)]
+        profile: ProfileArgs,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
     /// Re-analyse a recording without running anything.
     Report(ReportArgs),
     /// Write a recording in another tool's format (pprof, speedscope, Firefox Profiler,
@@ -85,6 +102,11 @@ struct CommonOut {
     /// Quiet: no target output echo, no summary table.
     #[arg(short, long)]
     quiet: bool,
+}
+
+/// Exports written beside the map (sessions with a deep profile, and `report`).
+#[derive(Debug, Args)]
+struct ExportList {
     /// Also write these formats beside the map (comma-separated): pprof, speedscope,
     /// firefox, chrome, folded.
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_format)]
@@ -113,25 +135,30 @@ fn parse_format(s: &str) -> Result<ExportFormat, String> {
     })
 }
 
+/// Sampling frequency of the deep profile unless `--frequency` says otherwise.
+const DEFAULT_FREQUENCY: u32 = 999;
+/// User stack bytes copied per sample unless `--stack-bytes` says otherwise.
+const DEFAULT_STACK_BYTES: u32 = 32768;
+
+/// How many times the target runs (`bench`, `run`).
 #[derive(Debug, Args)]
-struct SessionArgs {
+struct RepeatArgs {
     /// Counted runs (at most 100000).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     runs: u32,
     /// Discarded warm-up runs before the counted ones (at most 100000).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(..=100_000))]
     warmup: u32,
-    /// Stop a run after this long (e.g. 30s, 500ms, 2m); the whole tree is terminated.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
-    timeout: Option<Duration>,
-    /// Keep measuring when the target exits non-zero or is killed.
-    #[arg(long)]
-    allow_failure: bool,
+}
+
+/// How the deep profile samples (`run`, `record`).
+#[derive(Debug, Args)]
+struct ProfileArgs {
     /// Sampling frequency of the deep profile, in Hz.
-    #[arg(long, default_value_t = 999, value_name = "HZ", value_parser = clap::value_parser!(u32).range(1..=20000))]
+    #[arg(long, default_value_t = DEFAULT_FREQUENCY, value_name = "HZ", value_parser = clap::value_parser!(u32).range(1..=20000))]
     frequency: u32,
     /// Bytes of user stack copied per sample for DWARF unwinding (max 65528).
-    #[arg(long, default_value_t = 32768, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(1024..=65528))]
+    #[arg(long, default_value_t = DEFAULT_STACK_BYTES, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(1024..=65528))]
     stack_bytes: u32,
     /// Do not record wake-ups: waits are then not followed to the thread that ended them
     /// and shares fall back to summed thread time (for measuring what wake-ups cost).
@@ -142,6 +169,46 @@ struct SessionArgs {
     /// as long, so it is off unless asked for.
     #[arg(long)]
     file_reads: bool,
+    /// Do not run a Python target again to escalate: no tracemalloc run when its memory
+    /// is abnormal (Level 3), no instrumentation of its hot functions when sampling slows
+    /// it by more than 20%. Line tables (Level 2) come from the samples and stay.
+    #[arg(long)]
+    no_escalate: bool,
+    #[command(flatten)]
+    exports: ExportList,
+}
+
+/// The target, what surrounds its runs, and where the outputs go (every session).
+#[derive(Debug, Args)]
+struct TargetArgs {
+    /// Stop a run after this long (e.g. 30s, 500ms, 2m); the whole tree is terminated.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    timeout: Option<Duration>,
+    /// Keep measuring when the target (or a --prepare/--conclude command) exits non-zero
+    /// or is killed.
+    #[arg(long)]
+    allow_failure: bool,
+    /// Every run reads FILE on its standard input, from its start. Without it, runs get
+    /// profmap's own stdin: a file from its start each time, a pipe's bytes read once and
+    /// given to every run, /dev/null for a terminal.
+    #[arg(long, value_name = "FILE", conflicts_with = "interactive")]
+    input: Option<PathBuf>,
+    /// Hand the terminal to the target (a program that asks questions).
+    #[arg(long)]
+    interactive: bool,
+    /// Run CMD (through sh -c) once before the first run, unmeasured.
+    #[arg(long, value_name = "CMD")]
+    setup: Option<String>,
+    /// Run CMD before every run (warm-ups and the profiled run too), unmeasured: reset a
+    /// cache, drop a table, `make clean`.
+    #[arg(long, value_name = "CMD")]
+    prepare: Option<String>,
+    /// Run CMD after every run, unmeasured.
+    #[arg(long, value_name = "CMD")]
+    conclude: Option<String>,
+    /// Run CMD once after the last run, even when a run failed, unmeasured.
+    #[arg(long, value_name = "CMD")]
+    cleanup: Option<String>,
     /// Wrap a Python function at run time, without editing any file (repeatable):
     /// FILE:QUALNAME or MODULE:QUALNAME, e.g. app.py:main or json.decoder:JSONDecoder.decode.
     /// Extra runs (warm-ups + counted) record per call wall and CPU time, the tracemalloc
@@ -149,11 +216,6 @@ struct SessionArgs {
     /// function go in the map and report.
     #[arg(long, value_name = "TARGET:QUALNAME", value_parser = parse_trace)]
     trace: Vec<String>,
-    /// Do not run a Python target again to escalate: no tracemalloc run when its memory
-    /// is abnormal (Level 3), no instrumentation of its hot functions when sampling slows
-    /// it by more than 20%. Line tables (Level 2) come from the samples and stay.
-    #[arg(long)]
-    no_escalate: bool,
     /// Run id recorded in every output (managed mode).
     #[arg(long, value_name = "ID")]
     run_id: Option<String>,
@@ -165,9 +227,120 @@ struct SessionArgs {
     no_redact: bool,
     #[command(flatten)]
     out: CommonOut,
-    /// The command to measure, after `--`.
+    /// Run each command once per integer NAME from MIN to MAX, `{NAME}` in the command
+    /// replaced by the value (e.g. --parameter-scan threads 1 4 'make -j{threads}').
+    #[arg(long, num_args = 3, value_names = ["NAME", "MIN", "MAX"], conflicts_with = "parameter_list")]
+    parameter_scan: Vec<String>,
+    /// Run each command once per comma-separated value, `{NAME}` in the command replaced
+    /// (e.g. --parameter-list level 1,6,9 'gzip -{level} -c big > /dev/null').
+    #[arg(long, num_args = 2, value_names = ["NAME", "VALUES"])]
+    parameter_list: Vec<String>,
+    /// The command: after `--`, its argv byte for byte; without `--`, one or more quoted
+    /// shell commands (run through sh -c), measured side by side.
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD", value_parser = clap::value_parser!(OsString))]
     command: Vec<OsString>,
+}
+
+/// The most commands one session runs (parameter values included).
+const MAX_COMMANDS: usize = 1000;
+
+/// The commands `a` names: one argv after `--` (`argv_form`), or each positional a shell
+/// command (a single plain word stays an argv); then one per parameter value.
+fn commands(a: &TargetArgs, argv_form: bool) -> Result<Vec<NamedCommand>, String> {
+    let plain = |s: &OsString| {
+        s.to_str().is_some_and(|t| {
+            !t.is_empty()
+                && t.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c))
+        })
+    };
+    let base: Vec<NamedCommand> = if argv_form || (a.command.len() == 1 && plain(&a.command[0])) {
+        let mut it = a.command.iter().cloned();
+        let target = TargetSpec {
+            program: it.next().unwrap_or_default(),
+            args: it.collect(),
+            stdin: Stdin::Null,
+        };
+        let label = target.argv_lossy().join(" ");
+        vec![NamedCommand { label, target }]
+    } else {
+        a.command
+            .iter()
+            .map(|c| {
+                let text = c.to_str().ok_or_else(|| {
+                    "a quoted command must be UTF-8; give a byte-exact argv after `--`".to_string()
+                })?;
+                Ok(NamedCommand {
+                    label: text.to_string(),
+                    target: TargetSpec {
+                        program: "sh".into(),
+                        args: vec!["-c".into(), text.into()],
+                        stdin: Stdin::Null,
+                    },
+                })
+            })
+            .collect::<Result<_, String>>()?
+    };
+    let Some((name, values)) = parameter_values(a)? else {
+        return Ok(base);
+    };
+    let key = format!("{{{name}}}");
+    if !base.iter().any(|c| c.label.contains(&key)) {
+        return Err(format!(
+            "no command contains {key} for the parameter '{name}'"
+        ));
+    }
+    let mut out = Vec::new();
+    for c in &base {
+        for v in &values {
+            let sub = |s: &OsString| -> OsString {
+                match s.to_str() {
+                    Some(t) => t.replace(&key, v).into(),
+                    None => s.clone(),
+                }
+            };
+            out.push(NamedCommand {
+                label: c.label.replace(&key, v),
+                target: TargetSpec {
+                    program: sub(&c.target.program),
+                    args: c.target.args.iter().map(sub).collect(),
+                    stdin: Stdin::Null,
+                },
+            });
+        }
+    }
+    if out.len() > MAX_COMMANDS {
+        return Err(format!(
+            "{} commands: at most {MAX_COMMANDS} per session",
+            out.len()
+        ));
+    }
+    Ok(out)
+}
+
+/// `--parameter-scan` / `--parameter-list` as (name, values).
+fn parameter_values(a: &TargetArgs) -> Result<Option<(String, Vec<String>)>, String> {
+    if let [name, min, max] = a.parameter_scan.as_slice() {
+        let n = |s: &str| {
+            s.parse::<i64>()
+                .map_err(|_| format!("--parameter-scan: '{s}' is not an integer"))
+        };
+        let (lo, hi) = (n(min)?, n(max)?);
+        if hi < lo || hi - lo >= MAX_COMMANDS as i64 {
+            return Err(format!(
+                "--parameter-scan {name} {min} {max}: MIN must be ≤ MAX, at most {MAX_COMMANDS} values"
+            ));
+        }
+        return Ok(Some((
+            name.clone(),
+            (lo..=hi).map(|v| v.to_string()).collect(),
+        )));
+    }
+    if let [name, list] = a.parameter_list.as_slice() {
+        let values: Vec<String> = list.split(',').map(str::to_string).collect();
+        return Ok(Some((name.clone(), values)));
+    }
+    Ok(None)
 }
 
 #[derive(Debug, Args)]
@@ -177,6 +350,8 @@ struct ReportArgs {
     input: PathBuf,
     #[command(flatten)]
     out: CommonOut,
+    #[command(flatten)]
+    exports: ExportList,
 }
 
 /// A `--trace` target: something before the last colon, a dotted name after it.
@@ -241,6 +416,8 @@ pub enum Parsed {
 /// Turn argv into a plan. Usage errors come back as text with examples and exit 2.
 /// Arguments need not be UTF-8: the target's command and paths keep their bytes.
 pub fn parse(args: Vec<OsString>) -> Parsed {
+    // `--` keeps the command a byte-exact argv; without it, each is a shell command.
+    let argv_form = args.iter().any(|a| a == "--");
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
@@ -264,30 +441,50 @@ pub fn parse(args: Vec<OsString>) -> Parsed {
             };
         }
     };
-    Parsed::Plan(Box::new(match cli.cmd {
-        Cmd::Bench(a) => session(Mode::Bench, a),
-        Cmd::Run(a) => session(Mode::Run, a),
-        Cmd::Record(a) => session(Mode::Record, a),
-        Cmd::Report(a) => Plan::Report(ReportPlan {
+    let plan = match cli.cmd {
+        Cmd::Bench { repeat, target } => {
+            session(Mode::Bench, Some(repeat), None, target, argv_form)
+        }
+        Cmd::Run {
+            repeat,
+            profile,
+            target,
+        } => session(Mode::Run, Some(repeat), Some(profile), target, argv_form),
+        Cmd::Record { profile, target } => {
+            session(Mode::Record, None, Some(profile), target, argv_form)
+        }
+        Cmd::Report(a) => Ok(Plan::Report(ReportPlan {
             input: a.input,
-            output: output(a.out, None, None),
-        }),
-        Cmd::Export(a) => Plan::Export(ExportPlan {
+            output: output(a.out, a.exports.export, None, None),
+        })),
+        Cmd::Export(a) => Ok(Plan::Export(ExportPlan {
             input: a.input,
             format: a.format,
             out: a.out,
-        }),
-        Cmd::Doctor => Plan::Doctor,
-        Cmd::Instrument(i) => Plan::Instrument(match i {
+        })),
+        Cmd::Doctor => Ok(Plan::Doctor),
+        Cmd::Instrument(i) => Ok(Plan::Instrument(match i {
             InstrumentCmd::Add { targets, check } => InstrumentPlan::Add { targets, check },
             InstrumentCmd::List => InstrumentPlan::List,
             InstrumentCmd::Clean { force } => InstrumentPlan::Clean { force },
-        }),
-    }))
+        })),
+    };
+    match plan {
+        Ok(p) => Parsed::Plan(Box::new(p)),
+        Err(msg) => Parsed::Print {
+            text: format!("error: {msg}\n\n{EXAMPLES}\n"),
+            to_stderr: true,
+            code: 2,
+        },
+    }
 }
 
-fn output(o: CommonOut, run_id: Option<String>, summary_path: Option<PathBuf>) -> OutputPlan {
-    let mut exports = o.export;
+fn output(
+    o: CommonOut,
+    mut exports: Vec<ExportFormat>,
+    run_id: Option<String>,
+    summary_path: Option<PathBuf>,
+) -> OutputPlan {
     exports.sort();
     exports.dedup();
     OutputPlan {
@@ -301,34 +498,74 @@ fn output(o: CommonOut, run_id: Option<String>, summary_path: Option<PathBuf>) -
     }
 }
 
-fn session(mode: Mode, a: SessionArgs) -> Plan {
-    let mut command = a.command.into_iter();
-    let program = command.next().unwrap_or_default();
-    Plan::Session(SessionPlan {
-        mode,
-        target: TargetSpec {
-            program,
-            args: command.collect(),
+/// A session's plan; options a subcommand does not take get their defaults (the
+/// trace phase of `record` still repeats 1 + 3 times).
+fn session(
+    mode: Mode,
+    repeat: Option<RepeatArgs>,
+    profile: Option<ProfileArgs>,
+    a: TargetArgs,
+    argv_form: bool,
+) -> Result<Plan, String> {
+    let mut commands = commands(&a, argv_form)?;
+    let (runs, warmup) = repeat.map_or((3, 1), |r| (r.runs, r.warmup));
+    let sample = profile.as_ref().map_or(
+        SamplePlan {
+            frequency_hz: DEFAULT_FREQUENCY,
+            stack_bytes: DEFAULT_STACK_BYTES,
+            wakeups: true,
+            file_reads: false,
         },
+        |p| SamplePlan {
+            frequency_hz: p.frequency,
+            stack_bytes: p.stack_bytes,
+            wakeups: !p.no_wakeups,
+            file_reads: p.file_reads,
+        },
+    );
+    let input = match (a.input, a.interactive) {
+        (Some(f), _) => InputPlan::File(f),
+        (None, true) => InputPlan::Interactive,
+        (None, false) => InputPlan::Inherit,
+    };
+    let exports = profile
+        .as_ref()
+        .map_or_else(Vec::new, |p| p.exports.export.clone());
+    let target = match commands.len() {
+        1 => commands.remove(0).target,
+        _ => TargetSpec::default(),
+    };
+    let plan = SessionPlan {
+        mode,
+        target,
         measure: MeasurePlan {
-            runs: a.runs,
-            warmup: a.warmup,
+            runs,
+            warmup,
             timeout: a.timeout,
             allow_failure: a.allow_failure,
             poll_interval: Duration::from_millis(20),
+            input,
+            around: AroundCommands {
+                setup: a.setup,
+                prepare: a.prepare,
+                conclude: a.conclude,
+                cleanup: a.cleanup,
+            },
         },
-        sample: SamplePlan {
-            frequency_hz: a.frequency,
-            stack_bytes: a.stack_bytes,
-            wakeups: !a.no_wakeups,
-            file_reads: a.file_reads,
-        },
+        sample,
         output: OutputPlan {
             redact: !a.no_redact,
-            ..output(a.out, a.run_id, a.summary_path)
+            ..output(a.out, exports, a.run_id, a.summary_path)
         },
         trace: a.trace,
-        escalate: !a.no_escalate,
+        escalate: profile.is_none_or(|p| !p.no_escalate),
+    };
+    Ok(match commands.len() {
+        0 => Plan::Session(Box::new(plan)),
+        _ => Plan::Sessions(Box::new(CommandsPlan {
+            template: plan,
+            commands,
+        })),
     })
 }
 

@@ -4,6 +4,7 @@
 //! unless failures are allowed, and at Ctrl-C, keeping what was measured. Around the
 //! runs, `load` notes what else kept the machine busy.
 
+pub mod around;
 pub mod diskstats;
 pub mod load;
 pub mod poll;
@@ -85,7 +86,7 @@ fn run_all(
             return Ok((baseline, Outcome::Interrupted));
         }
         let mut hooks = make_hooks();
-        let m = match run_once(spec, opts, log, hooks.as_mut(), i + 1, warmup) {
+        let m = match run_once(spec, opts, log, hooks.as_mut(), (i + 1, warmup), &label) {
             Ok(m) => m,
             Err(Error::Interrupted) => return Ok((baseline, Outcome::Interrupted)),
             Err(e) => return Err(e),

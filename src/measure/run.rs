@@ -21,12 +21,13 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::around::{self, OnFailure, Role};
 use super::poll::{PollResult, Poller};
 use super::procfs::{self, ProcIo};
 use super::signals;
 use super::supervise::{Supervisor, Watch};
 use crate::error::Error;
-use crate::plan::TargetSpec;
+use crate::plan::{Stdin, TargetSpec};
 use crate::profile::{ExitStatus, RunMeasurement};
 use crate::target::{self, Launched};
 
@@ -68,6 +69,22 @@ pub struct RunOptions {
     /// Warnings about the runs (processes outliving the command, a stopped tree, time
     /// suspended by Ctrl-Z), for the map; each text once.
     pub notes: Notes,
+    /// `--prepare`: run before every run, unmeasured.
+    pub prepare: Option<String>,
+    /// `--conclude`: run after every run, unmeasured.
+    pub conclude: Option<String>,
+    /// A failing prepare/conclude is a warning, not the end (`--allow-failure`).
+    pub allow_failure: bool,
+}
+
+impl RunOptions {
+    /// What a failing command around the runs does.
+    pub fn on_failure(&self) -> OnFailure {
+        OnFailure {
+            allow: self.allow_failure,
+            notes: self.notes.clone(),
+        }
+    }
 }
 
 /// Warnings collected across runs.
@@ -101,14 +118,46 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Launch the target, measure it until the last process of its tree exits.
+/// Launch the target, measure it until the last process of its tree exits; `label`
+/// ("warm-up 1", "run 2", "the profiled run") names it in messages. `--prepare` runs
+/// before it and `--conclude` after it, outside its figures.
 pub fn run_once(
     spec: &TargetSpec,
     opts: &RunOptions,
     log: &LogSink,
     hooks: &mut dyn RunHooks,
-    index: u32,
-    warmup: bool,
+    (index, warmup): (u32, bool),
+    label: &str,
+) -> Result<RunMeasurement, Error> {
+    if let Some(cmd) = &opts.prepare {
+        around::run(
+            Role::Prepare,
+            cmd,
+            &format!("before {label}"),
+            log,
+            &opts.on_failure(),
+        )?;
+    }
+    let m = measure_once(spec, opts, log, hooks, (index, warmup))?;
+    if let Some(cmd) = &opts.conclude {
+        around::run(
+            Role::Conclude,
+            cmd,
+            &format!("after {label}"),
+            log,
+            &opts.on_failure(),
+        )?;
+    }
+    Ok(m)
+}
+
+/// [`run_once`] without the commands around it.
+fn measure_once(
+    spec: &TargetSpec,
+    opts: &RunOptions,
+    log: &LogSink,
+    hooks: &mut dyn RunHooks,
+    (index, warmup): (u32, bool),
 ) -> Result<RunMeasurement, Error> {
     let disks_before = super::diskstats::snapshot();
     let (launched, start, suspended_at_start) = launch(spec, hooks)?;
@@ -136,6 +185,9 @@ pub fn run_once(
         quiet: opts.echo == Echo::None,
     });
     let reaped = reap_all(pid, &main_exited);
+    if spec.stdin == Stdin::Terminal {
+        target::launch::take_back_terminal();
+    }
     let suspended =
         Duration::from_nanos(signals::suspended_ns().saturating_sub(suspended_at_start));
     let wall = start.elapsed().saturating_sub(suspended);

@@ -4,6 +4,8 @@
 
 use std::fmt::Write;
 
+use super::names::short;
+
 use super::baseline::BaselineSummary;
 use super::map::ProfileResult;
 use super::perfmap::PerfMap;
@@ -299,7 +301,7 @@ fn render_hotspots(o: &mut String, list: &[Hotspot]) {
         .iter()
         .map(|x| {
             vec![
-                x.function.clone(),
+                short(&x.function),
                 f(x.self_time_ms, 1),
                 f(x.self_share_pct, 1),
                 f(x.self_cpu_time_ms, 1),
@@ -564,7 +566,7 @@ fn step_rows(s: &Step, depth: usize, rows: &mut Vec<Vec<String>>) {
     let trunc = if s.truncated { " …" } else { "" };
     rows.push(vec![
         s.id.clone(),
-        format!("{}{}{trunc}", "  ".repeat(depth), s.function),
+        format!("{}{}{trunc}", "  ".repeat(depth), short(&s.function)),
         f(s.wall_time_ms, 1),
         f(s.thread_time_ms, 1),
         f(s.cpu_time_ms, 1),
@@ -612,11 +614,11 @@ fn render_bottlenecks(o: &mut String, list: &[Bottleneck]) {
             o,
             "{}. **{}** (step {}, {}, {:.1}% of wall time) — {}",
             i + 1,
-            b.function,
+            short(&b.function),
             b.step,
             b.class.as_str(),
             b.share,
-            b.description
+            short(&b.description)
         );
         for w in &b.why_chain {
             let _ = writeln!(o, "   - why: {w}");

@@ -3,10 +3,12 @@
 //! analysis) to text; the session writes the files (`session::outfile`).
 
 pub mod baseline;
+pub mod commands;
 mod diagnosis;
 mod escalation;
 pub mod map;
 pub mod markdown;
+pub mod names;
 pub mod perfmap;
 pub mod quality;
 pub mod summary;

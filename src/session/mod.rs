@@ -18,9 +18,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::Error;
+use crate::measure::around::Role;
 use crate::measure::{self, Echo, LogSink, Outcome, RunOptions};
 use crate::plan::{ExportPlan, ReportPlan};
-use crate::plan::{Mode, OutputPlan, SessionPlan};
+use crate::plan::{Mode, OutputPlan, SessionPlan, Stdin};
 use crate::profile::{ExitStatus, Recording, SessionMeta, read_recording};
 use crate::report::summary::Status;
 use crate::target;
@@ -30,12 +31,15 @@ pub mod dirfd;
 mod escalate;
 mod hooks;
 pub mod lock;
+mod multi;
 pub mod outfile;
 mod outputs;
 pub mod redact;
 pub mod runlog;
+mod stdin;
 mod trace;
 
+pub use multi::run_commands;
 pub use outputs::{OWN_FILES, Written, write_outputs};
 
 /// The output folder when none is given.
@@ -48,6 +52,11 @@ pub const RUN_LOG: &str = "run.log";
 
 /// Run a `bench`, `run` or `record` session; returns the exit code.
 pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
+    run_session(plan).map(|(code, _)| code)
+}
+
+/// [`run`], returning the recording too (for a comparison of several commands).
+fn run_session(plan: &SessionPlan) -> Result<(i32, Recording), Error> {
     target::resolve_program(&plan.target.program)?;
     crate::instrument::check_trace_targets(&plan.trace)?;
     if let Some(p) = &plan.output.summary_path {
@@ -55,6 +64,14 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
     }
     let default_out = PathBuf::from(DEFAULT_OUT);
     let out = prepare_out_dir(plan.output.dir.as_ref().unwrap_or(&default_out))?;
+    // The same stdin for every run, decided (and a pipe read) before anything runs.
+    let input = stdin::resolve(&plan.measure.input)?;
+    if input.stdin != Stdin::Null && !plan.output.quiet {
+        eprintln!("profmap: every run reads {}", input.describe);
+    }
+    let mut with_input = plan.clone();
+    with_input.target.stdin = input.stdin.clone();
+    let plan = &with_input;
     let command = if plan.output.redact {
         redact::redact_argv(&plan.target.argv_lossy())
     } else {
@@ -76,7 +93,8 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
     let runlog = runlog::RunLog::create(&out, RUN_LOG, private, plan.output.redact)?;
     let log: LogSink = runlog.sink();
     let opts = run_options(plan);
-    let outcome = measure_all(plan, &opts, &log, &mut rec);
+    rec.warnings.extend(input.warning.clone());
+    let outcome = measure_around(plan, &opts, &log, &mut rec);
     rec.warnings.extend(measure::take_notes(&opts.notes));
     let t = outputs::Target {
         out: &out,
@@ -112,7 +130,7 @@ pub fn run(plan: &SessionPlan) -> Result<i32, Error> {
         Err(e) => return Err(outputs::fail(&rec, &t, &e)),
     };
     finish_terminal(&plan.output, &written, message.as_deref());
-    Ok(code)
+    Ok((code, rec))
 }
 
 /// How runs are run: timeout, polling, echo of the target's output.
@@ -130,7 +148,33 @@ fn run_options(plan: &SessionPlan) -> RunOptions {
             Echo::Terminal
         },
         notes: Default::default(),
+        prepare: plan.measure.around.prepare.clone(),
+        conclude: plan.measure.around.conclude.clone(),
+        allow_failure: plan.measure.allow_failure,
     }
+}
+
+/// `--setup`, every run ([`measure_all`]), then `--cleanup` — also after a failed run.
+fn measure_around(
+    plan: &SessionPlan,
+    opts: &RunOptions,
+    log: &LogSink,
+    rec: &mut Recording,
+) -> Result<Option<Setback>, Error> {
+    let around = &plan.measure.around;
+    let on_failure = opts.on_failure();
+    if let Some(cmd) = &around.setup {
+        measure::around::run(Role::Setup, cmd, "before the first run", log, &on_failure)?;
+    }
+    let outcome = measure_all(plan, opts, log, rec);
+    if let Some(cmd) = &around.cleanup {
+        let cleaned =
+            measure::around::run(Role::Cleanup, cmd, "after the last run", log, &on_failure);
+        if outcome.is_ok() {
+            cleaned?;
+        }
+    }
+    outcome
 }
 
 /// The baseline (unless `record`), then the profiled run (unless `bench` or the
@@ -367,7 +411,14 @@ fn profiled_run(
         );
     }
     let mut hooks = hooks::Profile::new(plan.sample.clone());
-    let m = match measure::run_once(&plan.target, opts, log, &mut hooks, 1, false) {
+    let m = match measure::run_once(
+        &plan.target,
+        opts,
+        log,
+        &mut hooks,
+        (1, false),
+        "the profiled run",
+    ) {
         Ok(m) => m,
         Err(Error::Interrupted) if rec.baseline.is_none() => return Err(Error::Interrupted),
         Err(Error::Interrupted) => {

@@ -62,6 +62,7 @@ pub(super) fn traced_target(target: &TargetSpec, vars: Vec<(OsString, OsString)>
     TargetSpec {
         program: "env".into(),
         args,
+        stdin: target.stdin.clone(),
     }
 }
 

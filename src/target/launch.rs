@@ -2,7 +2,8 @@
 //!
 //! `std::process::Command::spawn` returns only after exec, so a `pre_exec` that waits
 //! would deadlock. Instead we fork by hand: the child puts itself in its own process
-//! group, wires stdin to /dev/null and stdout/stderr to pipes, then blocks reading a
+//! group, wires stdin to what the run reads (/dev/null, a file opened afresh, or the
+//! terminal it is handed) and stdout/stderr to pipes, then blocks reading a
 //! "release" pipe. The parent attaches whatever it needs to the child's pid (perf events
 //! with `enable_on_exec`), then writes one byte; the child calls `execvp`. If exec fails
 //! the child writes its errno to a close-on-exec "error" pipe, so `release` can tell
@@ -25,7 +26,61 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::Error;
-use crate::plan::TargetSpec;
+use crate::plan::{Stdin, TargetSpec};
+
+/// Open what a run reads on its stdin; None for the terminal (fd 0 is kept).
+fn open_stdin(stdin: &Stdin) -> Result<Option<File>, Error> {
+    let path = match stdin {
+        Stdin::Terminal => return Ok(None),
+        Stdin::Null => Path::new("/dev/null"),
+        Stdin::File(p) => p.as_path(),
+    };
+    // O_NONBLOCK only for the open itself: a FIFO put in the file's place since it was
+    // checked must not hang the launch (regular files ignore the flag for reads, and
+    // it is cleared below for everything else).
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    // SAFETY: plain fcntl on a descriptor we own.
+    unsafe {
+        let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+        if fl >= 0 {
+            libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(Some(f))
+}
+
+/// Make `pgid` the terminal's foreground process group (`--interactive`), so the target
+/// can read the terminal; [`take_back_terminal`] undoes it after the run.
+fn hand_terminal_to(pgid: i32) {
+    with_sigttou_ignored(|| {
+        // SAFETY: plain ioctl on fd 0; fails harmlessly when it is not our terminal.
+        unsafe { libc::tcsetpgrp(0, pgid) };
+    });
+}
+
+/// Give the terminal back to profmap's own process group after an interactive run.
+pub fn take_back_terminal() {
+    with_sigttou_ignored(|| {
+        // SAFETY: plain calls; tcsetpgrp fails harmlessly when fd 0 is no terminal.
+        unsafe { libc::tcsetpgrp(0, libc::getpgrp()) };
+    });
+}
+
+/// A background process group that changes the terminal's foreground group gets
+/// SIGTTOU (and is stopped) unless it ignores it.
+fn with_sigttou_ignored(f: impl FnOnce()) {
+    // SAFETY: the old disposition is restored right after.
+    unsafe {
+        let old = libc::signal(libc::SIGTTOU, libc::SIG_IGN);
+        f();
+        libc::signal(libc::SIGTTOU, old);
+    }
+}
 
 /// A forked child blocked before exec.
 #[derive(Debug)]
@@ -124,7 +179,9 @@ pub fn spawn_suspended(spec: &TargetSpec) -> Result<Suspended, Error> {
         .collect::<Result<_, _>>()?;
     let mut argv_p: Vec<*const libc::c_char> = argv_c.iter().map(|c| c.as_ptr()).collect();
     argv_p.push(std::ptr::null());
-    let devnull = File::open("/dev/null").map_err(|e| Error::io(Path::new("/dev/null"), e))?;
+    // The run's stdin, opened afresh so it is read from its start (-1: keep the terminal).
+    let stdin = open_stdin(&spec.stdin)?;
+    let stdin_fd = stdin.as_ref().map_or(-1, |f| f.as_raw_fd());
     let (release_r, release_w) = pipe()?;
     let (error_r, error_w) = pipe()?;
     let (out_r, out_w) = pipe()?;
@@ -146,7 +203,7 @@ pub fn spawn_suspended(spec: &TargetSpec) -> Result<Suspended, Error> {
         unsafe {
             child_after_fork(
                 parent,
-                devnull.as_raw_fd(),
+                stdin_fd,
                 out_w.as_raw_fd(),
                 err_w.as_raw_fd(),
                 release_r.as_raw_fd(),
@@ -165,7 +222,10 @@ pub fn spawn_suspended(spec: &TargetSpec) -> Result<Suspended, Error> {
     // (whichever of the two setpgid calls runs first wins; both agree).
     // SAFETY: plain syscall on our child's pid.
     unsafe { libc::setpgid(pid, pid) };
-    drop((release_r, error_w, out_w, err_w));
+    if spec.stdin == Stdin::Terminal {
+        hand_terminal_to(pid);
+    }
+    drop((release_r, error_w, out_w, err_w, stdin));
     Ok(Suspended {
         pid,
         release_w,
@@ -207,7 +267,9 @@ unsafe fn child_after_fork(
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
-        libc::dup2(stdin_fd, 0);
+        if stdin_fd >= 0 {
+            libc::dup2(stdin_fd, 0);
+        }
         libc::dup2(out_fd, 1);
         libc::dup2(err_fd, 2);
         let mut b = 0u8;

@@ -31,6 +31,7 @@ pub fn profile(program: &str, args: &[&str], file_reads: bool) -> SampledProfile
     let spec = TargetSpec {
         program: program.into(),
         args: args.iter().map(|s| s.into()).collect(),
+        ..Default::default()
     };
     let susp = profmap::target::spawn_suspended(&spec).expect("spawn suspended");
     let plan = SamplePlan {
