@@ -8,7 +8,7 @@
 //!   `/dev/null` (a terminal only with `--interactive`); another character device is
 //!   reopened like a file; a pipe or socket is read once into an anonymous memory file
 //!   (at most [`MAX_PIPE_BYTES`], else refused with the alternative) that every run
-//!   reopens from its start.
+//!   reopens from its start; an empty pipe is `/dev/null`.
 //! - A pipe that stays silent — no byte and no end — for [`SILENCE`] gives `/dev/null`
 //!   with a warning when nothing came at all (a harness that leaves stdin open), and is
 //!   refused when it went quiet after sending bytes (a `tail -f`): profmap never waits
@@ -171,6 +171,10 @@ fn from_pipe() -> Result<Resolved, Error> {
             )),
         });
     };
+    if n == 0 {
+        // An empty pipe is an empty input, as /dev/null is (nothing to say about it).
+        return Ok(Resolved::plain(Stdin::Null, "/dev/null (an empty pipe)".into()));
+    }
     Ok(Resolved {
         stdin: Stdin::File(PathBuf::from(format!("/proc/self/fd/{}", keep.as_raw_fd()))),
         _keep: Some(keep),
