@@ -27,6 +27,8 @@
 
 mod markers;
 mod stacks;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::io::Write;
