@@ -8,6 +8,7 @@
 //! Indices from the recording are validated on read (`profile::validate`); an exporter
 //! still uses `get` rather than indexing, since it must never panic on input.
 
+pub mod firefox;
 pub mod flamegraph;
 pub mod folded;
 pub mod pprof;
@@ -82,7 +83,7 @@ pub fn exporter(format: ExportFormat) -> &'static dyn Exporter {
         // Formats whose exporter is still to come write nothing but say so.
         ExportFormat::Pprof => &pprof::Pprof,
         ExportFormat::Speedscope => &Missing(ExportFormat::Speedscope),
-        ExportFormat::Firefox => &Missing(ExportFormat::Firefox),
+        ExportFormat::Firefox => &firefox::Firefox,
         ExportFormat::Chrome => &Missing(ExportFormat::Chrome),
     }
 }
