@@ -10,6 +10,7 @@
 
 pub mod flamegraph;
 pub mod folded;
+pub mod pprof;
 
 use std::io::Write;
 
@@ -79,7 +80,7 @@ pub fn exporter(format: ExportFormat) -> &'static dyn Exporter {
     match format {
         ExportFormat::Folded => &folded::Folded,
         // Formats whose exporter is still to come write nothing but say so.
-        ExportFormat::Pprof => &Missing(ExportFormat::Pprof),
+        ExportFormat::Pprof => &pprof::Pprof,
         ExportFormat::Speedscope => &Missing(ExportFormat::Speedscope),
         ExportFormat::Firefox => &Missing(ExportFormat::Firefox),
         ExportFormat::Chrome => &Missing(ExportFormat::Chrome),

@@ -173,7 +173,10 @@ fn from_pipe() -> Result<Resolved, Error> {
     };
     if n == 0 {
         // An empty pipe is an empty input, as /dev/null is (nothing to say about it).
-        return Ok(Resolved::plain(Stdin::Null, "/dev/null (an empty pipe)".into()));
+        return Ok(Resolved::plain(
+            Stdin::Null,
+            "/dev/null (an empty pipe)".into(),
+        ));
     }
     Ok(Resolved {
         stdin: Stdin::File(PathBuf::from(format!("/proc/self/fd/{}", keep.as_raw_fd()))),
