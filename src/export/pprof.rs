@@ -84,6 +84,11 @@ fn ns(v: u64) -> i64 {
 pub fn profile(input: &Input) -> Profile {
     let p = &*input.profile;
     let mut t = Tables::new(module_files(p));
+    // The profiled command's binary: the first process's executable.
+    if let Some(exe) = p.processes.first().and_then(|x| x.exe.as_deref()) {
+        let name = std::path::Path::new(exe).file_name();
+        t.main_module(&name.map_or_else(|| exe.into(), |n| n.to_string_lossy()));
+    }
     let sample_type = ["samples:count", "cpu:nanoseconds", "wall:nanoseconds"]
         .iter()
         .filter_map(|s| s.split_once(':'))

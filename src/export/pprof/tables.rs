@@ -126,6 +126,21 @@ impl Tables {
         id
     }
 
+    /// Give `module` the first mapping (pprof takes the first for the main binary),
+    /// before any location is interned.
+    pub fn main_module(&mut self, module: &str) {
+        if self.mappings.is_empty() && self.modules.contains_key(module) {
+            self.mapping(&Frame {
+                function: String::new(),
+                module: Some(module.to_string()),
+                file: None,
+                line: None,
+                kind: FrameKind::User,
+                inlined: false,
+            });
+        }
+    }
+
     /// The location id of one run of frames, innermost first (see [`location_runs`]).
     fn location(&mut self, run: &[&Frame]) -> u64 {
         let Some(outer) = run.last() else {
