@@ -221,3 +221,13 @@ fn on_and_off_cpu_samples_weigh_cpu_and_wall_and_waits_are_labelled() {
     assert!(prof.location.iter().all(|l| l.id > 0));
     assert!(prof.function.iter().all(|f| f.id > 0));
 }
+
+#[test]
+fn a_recording_whose_module_build_id_is_not_hex_is_refused() {
+    let mut p = chain();
+    let rec = recording(p.clone());
+    assert_eq!(crate::profile::validate::validate(&rec), Ok(()));
+    p.modules[0].build_id = Some("zz; rm".into());
+    let err = crate::profile::validate::validate(&recording(p)).expect_err("refused");
+    assert!(err.contains("module 0 has build ID"), "{err}");
+}
