@@ -35,7 +35,7 @@ pub use python::{
     is_interpreter_frame,
 };
 pub use sampled::{
-    FileReads, Frame, FrameKind, MAX_TURNS_PER_SOCKET, ProcessInfo, Protocol, Resource,
+    FileReads, Frame, FrameKind, MAX_TURNS_PER_SOCKET, ModuleInfo, ProcessInfo, Protocol, Resource,
     ResourceKind, SampleKind, SampleQuality, SampledProfile, SocketTraffic, StackNode, ThreadInfo,
     ThreadSample, Turn, WaitOn, WaitState, Waker,
 };

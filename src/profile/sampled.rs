@@ -47,6 +47,22 @@ pub struct SampledProfile {
     /// Python stacks read during the run (already merged into `samples`' stacks).
     #[serde(default, skip_serializing_if = "super::python::PythonStacks::is_empty")]
     pub python: super::python::PythonStacks,
+    /// The binaries and shared objects whose code user frames name, with their paths
+    /// and build IDs (for exports such as pprof). Empty in older recordings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub modules: Vec<ModuleInfo>,
+}
+
+/// A binary or shared object the profiled code ran from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Hash)]
+pub struct ModuleInfo {
+    /// The name frames give it (`Frame::module`: the path's file name).
+    pub name: String,
+    /// Its path, as the kernel reported it when it was mapped.
+    pub path: String,
+    /// Its GNU build ID in lower-case hex, when it has one and could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_id: Option<String>,
 }
 
 /// What a connection speaks, recognised from its first bytes.

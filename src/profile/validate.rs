@@ -20,7 +20,8 @@
 //!   its reply direction, or last traffic before its first; counts past the limits in
 //!   socket and page-cache tables;
 //! - Python stacks (see `python::validate`): frame indices out of range, merge counts
-//!   that do not add up.
+//!   that do not add up;
+//! - a module whose build ID is not hex (at most [`MAX_BUILD_ID`] characters).
 
 use std::fmt::Display;
 
@@ -45,6 +46,8 @@ pub const MAX_FIGURE: f64 = 1e15;
 pub const MAX_AMOUNT: u64 = 1_000_000_000_000_000;
 /// Largest time or weight in ns, and largest sum of all sample weights (~31 years).
 pub const MAX_NS: u64 = 1_000_000_000_000_000_000;
+/// Longest build ID, hex characters (GNU build IDs are 20 bytes; others up to 64).
+pub const MAX_BUILD_ID: usize = 128;
 /// Highest sampling frequency, Hz.
 pub const MAX_FREQUENCY_HZ: f64 = 1e6;
 
@@ -186,7 +189,24 @@ fn sampled(s: &SampledProfile) -> Result<(), String> {
     sockets(s)?;
     file_reads(s)?;
     super::python::validate(&s.python)?;
+    modules(s)?;
     texts("sampling warning", &s.quality.warnings)
+}
+
+fn modules(s: &SampledProfile) -> Result<(), String> {
+    count("modules", s.modules.len(), MAX_LIST)?;
+    for (i, m) in s.modules.iter().enumerate() {
+        text(format_args!("module {i} name"), &m.name)?;
+        text(format_args!("module {i} path"), &m.path)?;
+        let Some(id) = &m.build_id else { continue };
+        if id.is_empty() || id.len() > MAX_BUILD_ID || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!(
+                "module {i} has build ID {:?}: not hex of at most {MAX_BUILD_ID} characters",
+                id.chars().take(MAX_BUILD_ID + 1).collect::<String>()
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn stacks(s: &SampledProfile) -> Result<(), String> {

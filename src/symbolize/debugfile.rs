@@ -70,6 +70,17 @@ fn find_in(binary: &Path, dirs: &[&Path]) -> Option<DebugFile> {
     Some(DebugFile { path, segments })
 }
 
+/// The GNU build ID of a binary, in lower-case hex; None when it has none or cannot be
+/// read.
+pub fn build_id(binary: &Path) -> Option<String> {
+    let file = std::fs::File::open(binary).ok()?;
+    // SAFETY: read-only mapping, dropped before we return (as in `find_in`).
+    let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+    let obj = object::File::parse(&*map).ok()?;
+    let id = obj.build_id().ok()??;
+    (!id.is_empty()).then(|| id.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,6 +94,17 @@ mod tests {
         assert_eq!(d.vaddr(0x10), Some(0x10));
         assert_eq!(d.vaddr(0x1234), Some(0x401234));
         assert_eq!(d.vaddr(0x3000), None);
+    }
+
+    #[test]
+    fn the_test_binary_has_a_hex_build_id() {
+        // rustc asks the linker for a GNU build ID on Linux.
+        let exe = std::env::current_exe().expect("test binary");
+        let id = build_id(&exe).expect("build id");
+        assert!(
+            id.len() >= 16 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{id}"
+        );
     }
 
     #[test]

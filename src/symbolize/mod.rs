@@ -143,11 +143,37 @@ pub fn symbolize(raw: &RawProfile) -> SampledProfile {
         resources: raw.resources.clone(),
         waits: Vec::new(),
         python: Default::default(),
+        modules: modules(raw),
     };
     let waits: Vec<_> = raw.samples.iter().map(|s| s.wait).collect();
     crate::sample::waiton::attach_waits(&mut profile, &waits);
     python::merge(&mut profile, raw.python.clone());
     profile
+}
+
+/// The modules user frames point into, with their build IDs (read from the files,
+/// which the symbolizer opens anyway).
+fn modules(raw: &RawProfile) -> Vec<crate::profile::ModuleInfo> {
+    let used: std::collections::BTreeSet<u32> = raw
+        .frames
+        .iter()
+        .filter_map(|f| match *f {
+            RawFrame::User { module, .. } => Some(module),
+            _ => None,
+        })
+        .collect();
+    used.into_iter()
+        .filter_map(|m| raw.modules.get(m as usize))
+        .map(|m| crate::profile::ModuleInfo {
+            name: basename(&m.path),
+            path: m.path.clone(),
+            build_id: m
+                .path
+                .starts_with('/')
+                .then(|| debugfile::build_id(Path::new(&m.path)))
+                .flatten(),
+        })
+        .collect()
 }
 
 fn basename(path: &str) -> String {

@@ -106,7 +106,6 @@ pub fn baseline(map: &serde_json::Value) -> &serde_json::Value {
     &map["profile_result"]["performance_map"]["baseline"]
 }
 
-pub mod exports;
 pub mod http;
 pub mod pg;
 pub mod sampling;

@@ -126,18 +126,19 @@ impl Tables {
         id
     }
 
-    /// Register `module` as the first mapping: pprof takes mapping 1 for the main
-    /// binary (its `File:` line).
+    /// Give `module` the first mapping (pprof takes the first for the main binary),
+    /// before any location is interned.
     pub fn main_module(&mut self, module: &str) {
-        let f = Frame {
-            function: String::new(),
-            module: Some(module.to_string()),
-            file: None,
-            line: None,
-            kind: FrameKind::User,
-            inlined: false,
-        };
-        self.mapping(&f);
+        if self.mappings.is_empty() && self.modules.contains_key(module) {
+            self.mapping(&Frame {
+                function: String::new(),
+                module: Some(module.to_string()),
+                file: None,
+                line: None,
+                kind: FrameKind::User,
+                inlined: false,
+            });
+        }
     }
 
     /// The location id of one run of frames, innermost first (see [`location_runs`]).
