@@ -78,6 +78,14 @@ async function distinctColours(browser, png) {
     await page.goto('file://' + path.resolve(file), { waitUntil: 'load' });
     out.wall = await clickAFrame(page, 'flame-wall');
     out.cpu = await clickAFrame(page, 'flame-cpu');
+    // Sorting: click the hotspots table's first header twice, read the first column.
+    const firstColumn = () => page.$$eval('#hotspots + table tbody tr', (rs) => rs.map((r) => r.cells[0].textContent));
+    const asRendered = await firstColumn();
+    const th = await page.$('#hotspots + table th');
+    if (th) { await th.click(); }
+    const once = await firstColumn();
+    if (th) { await th.click(); }
+    out.sort = { asRendered, once, twice: await firstColumn() };
     await page.evaluate(() => window.scrollTo(0, 0));
     const png = await page.screenshot({ path: shot, fullPage: false });
     out.screenshot = await distinctColours(browser, png);
