@@ -27,6 +27,13 @@ pub fn attr(s: &str) -> String {
     text(s).replace('"', "&quot;")
 }
 
+/// A whole document inside `srcdoc="…"`: only `&` and `"` escaped, the least that keeps
+/// it one attribute value and decodes to the document itself (a flamegraph has
+/// thousands of `<`; escaping them too would add a tenth to the page).
+pub fn srcdoc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('"', "&quot;")
+}
+
 /// A figure with `digits` decimals.
 pub fn num(v: f64, digits: usize) -> String {
     format!("{v:.digits$}")

@@ -72,7 +72,7 @@ pub fn embed(o: &mut String, id: &str, title: &str, svg: &[u8]) {
         esc::text(title),
         esc::attr(id),
         esc::attr(title),
-        esc::attr(&doc)
+        esc::srcdoc(&doc)
     );
 }
 
