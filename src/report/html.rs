@@ -86,3 +86,7 @@ pub fn render(map: &PerfMap, timeline: Option<&RunTimeline>, flames: Option<Flam
     page::close(&mut o);
     o
 }
+
+#[cfg(test)]
+#[path = "html/tests.rs"]
+mod tests;
