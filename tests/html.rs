@@ -100,7 +100,11 @@ fn three_funcs_report_html_is_self_contained_well_formed_and_shows_the_split() {
         );
     }
     // Timeline: four plots of the profiled run, axes labelled; the verdict on top.
-    assert_eq!(html.matches("<svg").count(), 4, "one plot per series");
+    assert_eq!(
+        html.matches("<div class=\"plot\"><svg").count(),
+        4,
+        "one plot per series"
+    );
     assert!(html.contains("time since start (s)") && html.contains("CPU (% of one core)"));
     assert!(
         html.contains("<span class=\"badge\">CPU</span>"),
@@ -165,7 +169,7 @@ fn a_bench_session_gets_a_report_html_without_flamegraphs() {
         html.contains("From counted baseline run "),
         "the last counted run's timeline"
     );
-    assert_eq!(html.matches("<svg").count(), 4);
+    assert_eq!(html.matches("<div class=\"plot\"><svg").count(), 4);
     assert!(html.contains("<td>wall_time_ms</td>") || html.contains("wall time"));
     let v = wellformed(&page);
     assert_eq!(v["problems"], serde_json::json!([]), "{v}");
