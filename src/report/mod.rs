@@ -1,11 +1,12 @@
 //! Our own views of a session: the performance map (JSON + YAML), `report.md`,
-//! `summary.json` and `baseline.json`. Pure functions from the recording (and its
-//! analysis) to text; the session writes the files (`session::outfile`).
+//! `report.html`, `summary.json` and `baseline.json`. Pure functions from the recording
+//! (and its analysis) to text; the session writes the files (`session::outfile`).
 
 pub mod baseline;
 pub mod commands;
 mod diagnosis;
 mod escalation;
+pub mod html;
 pub mod map;
 pub mod markdown;
 pub mod names;

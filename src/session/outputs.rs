@@ -30,6 +30,7 @@ pub const OWN_FILES: &[&str] = &[
     "performance_map.json",
     "performance_map.yaml",
     "report.md",
+    "report.html",
     "summary.json",
     "baseline.json",
     RECORDING,
@@ -69,7 +70,7 @@ impl Done {
     }
 }
 
-/// Write the recording, baseline.json, the map (JSON + YAML), report.md and
+/// Write the recording, baseline.json, the map (JSON + YAML), report.md, report.html and
 /// summary.json; then remove stale own files. See the module doc for failures.
 pub fn write_outputs(
     rec: &Recording,
@@ -133,6 +134,7 @@ fn write_all(
         ("performance_map_json", "performance_map.json"),
         ("performance_map_yaml", "performance_map.yaml"),
         ("report", "report.md"),
+        ("report_html", "report.html"),
         ("recording", RECORDING),
         ("run_log", RUN_LOG),
     ] {
@@ -149,9 +151,10 @@ fn write_all(
         write_recording(rec, t)?;
         done.0.insert(RECORDING.into());
     }
+    let mut flames = None;
     let deep = match &rec.sampled {
         Some(p) => {
-            write_profile_views(p, t, done)?;
+            flames = Some(write_profile_views(p, t, done)?);
             for (k, v) in [
                 ("flamegraph", "flamegraph.svg"),
                 ("flamegraph_cpu", "flamegraph-cpu.svg"),
@@ -187,6 +190,12 @@ fn write_all(
     )?;
     let md = report::markdown::render(&map);
     done.put(t, "report.md", md.as_bytes())?;
+    let flames = flames
+        .as_ref()
+        .map(|(wall, cpu)| report::html::Flames { wall, cpu });
+    let timeline = report::html::timeline_of(rec);
+    let html = report::html::render(&map, timeline.as_ref(), flames);
+    done.put(t, "report.html", html.as_bytes())?;
     let summary = report::summary::build(rec, &map, status, message, t.out, &artifacts);
     write_summary(t, &pretty(&summary)?)?;
     if t.oplan.summary_path.is_none() {
@@ -257,8 +266,16 @@ fn baseline_doc(rec: &Recording) -> Result<serde_json::Value, Error> {
     }))
 }
 
-/// Flamegraphs (wall-clock and on-CPU) and collapsed stacks of a deep profile.
-fn write_profile_views(p: &SampledProfile, t: &Target, done: &mut Done) -> Result<(), Error> {
+/// The wall-clock and on-CPU flamegraph SVGs.
+type FlameSvgs = (Vec<u8>, Vec<u8>);
+
+/// Flamegraphs (wall-clock and on-CPU) and collapsed stacks of a deep profile; the two
+/// SVGs are returned for report.html.
+fn write_profile_views(
+    p: &SampledProfile,
+    t: &Target,
+    done: &mut Done,
+) -> Result<FlameSvgs, Error> {
     use crate::export::flamegraph::{FlameKind, svg};
     let wall = svg(
         p,
@@ -269,7 +286,8 @@ fn write_profile_views(p: &SampledProfile, t: &Target, done: &mut Done) -> Resul
     let cpu = svg(p, FlameKind::Cpu, "profmap: on-CPU time")?;
     done.put(t, "flamegraph-cpu.svg", &cpu)?;
     let folded = crate::export::folded::folded(p, false);
-    done.put(t, "stacks.folded", folded.as_bytes())
+    done.put(t, "stacks.folded", folded.as_bytes())?;
+    Ok((wall, cpu))
 }
 
 /// The `--export` formats, each under its file name, listed in the artifacts under
