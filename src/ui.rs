@@ -132,6 +132,9 @@ pub fn summary_table(map: &PerfMap, report_path: &str) -> String {
         out.push_str(&format!("warning: {w}\n"));
     }
     out.push_str(&format!("report: {report_path}\n"));
+    if let Some(html) = report_path.strip_suffix(".md") {
+        out.push_str(&format!("        {html}.html (open in a browser)\n"));
+    }
     out
 }
 
