@@ -10,6 +10,7 @@
 
 pub mod flamegraph;
 pub mod folded;
+pub mod speedscope;
 
 use std::io::Write;
 
@@ -80,7 +81,7 @@ pub fn exporter(format: ExportFormat) -> &'static dyn Exporter {
         ExportFormat::Folded => &folded::Folded,
         // Formats whose exporter is still to come write nothing but say so.
         ExportFormat::Pprof => &Missing(ExportFormat::Pprof),
-        ExportFormat::Speedscope => &Missing(ExportFormat::Speedscope),
+        ExportFormat::Speedscope => &speedscope::Speedscope,
         ExportFormat::Firefox => &Missing(ExportFormat::Firefox),
         ExportFormat::Chrome => &Missing(ExportFormat::Chrome),
     }
