@@ -8,6 +8,7 @@
 //! Indices from the recording are validated on read (`profile::validate`); an exporter
 //! still uses `get` rather than indexing, since it must never panic on input.
 
+pub mod chrome;
 pub mod flamegraph;
 pub mod folded;
 pub mod speedscope;
@@ -83,7 +84,7 @@ pub fn exporter(format: ExportFormat) -> &'static dyn Exporter {
         ExportFormat::Pprof => &Missing(ExportFormat::Pprof),
         ExportFormat::Speedscope => &speedscope::Speedscope,
         ExportFormat::Firefox => &Missing(ExportFormat::Firefox),
-        ExportFormat::Chrome => &Missing(ExportFormat::Chrome),
+        ExportFormat::Chrome => &chrome::Chrome,
     }
 }
 
