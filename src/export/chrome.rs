@@ -139,7 +139,12 @@ fn build(input: &Input) -> Trace {
             continue;
         }
         if pids.insert(t.pid) {
-            events.push(meta("process_name", t.pid, t.pid, frames::process_label(input, t.pid)));
+            events.push(meta(
+                "process_name",
+                t.pid,
+                t.pid,
+                frames::process_label(input, t.pid),
+            ));
         }
         let thread = frames::thread_name(input, t.pid, t.tid);
         events.push(meta("thread_name", t.pid, t.tid, thread));

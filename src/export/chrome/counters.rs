@@ -21,7 +21,10 @@ pub(super) fn push(run: &RunMeasurement, events: &mut Vec<TraceEvent>) {
             ("RSS (KiB)", &[("rss_kb", p.rss_kb as f64)]),
             (
                 "threads",
-                &[("threads", p.threads as f64), ("processes", p.processes as f64)],
+                &[
+                    ("threads", p.threads as f64),
+                    ("processes", p.processes as f64),
+                ],
             ),
             (
                 "storage I/O (bytes/s)",
