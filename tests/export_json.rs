@@ -1,0 +1,388 @@
+//! The speedscope and Chrome trace exports of real runs: three_funcs (func_a:func_b:
+//! func_c = 5:3:2 of CPU time by construction) and sleep_compute (half its time in
+//! usleep). speedscope's file is validated against the schema its npm package ships
+//! (installed here when missing; the test fails when npm is missing), its frame indices
+//! and event balance checked, and its evented profiles replayed; the Chrome trace's
+//! slices are checked to nest, and both are held to the recording's time per thread.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// The speedscope schema from the npm package, installed under the test's target
+/// folder when missing.
+fn speedscope_schema() -> Value {
+    let prefix = Path::new(env!("CARGO_TARGET_TMPDIR")).join("npm");
+    let schema = prefix.join("node_modules/speedscope/dist/release/file-format-schema.json");
+    if !schema.exists() {
+        let st = std::process::Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&prefix)
+            .arg("speedscope@1")
+            .status()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "npm is needed to fetch speedscope's file-format schema \
+                     (npm install speedscope@1) and could not run: {e}; install node and npm"
+                )
+            });
+        assert!(st.success(), "npm install speedscope@1 failed ({st})");
+    }
+    common::read_json(&schema)
+}
+
+/// Record `bin args` into a fresh folder.
+fn record(bin: &Path, args: &[&str]) -> tempfile::TempDir {
+    let out = tempfile::tempdir().expect("tempdir");
+    common::profmap()
+        .args(["record", "--out"])
+        .arg(out.path())
+        .arg("--")
+        .arg(bin)
+        .args(args)
+        .assert()
+        .success();
+    out
+}
+
+/// `profmap export DIR --format FORMAT`; the file written.
+fn export(dir: &Path, format: &str, file: &str) -> PathBuf {
+    common::profmap()
+        .arg("export")
+        .arg(dir)
+        .args(["--format", format])
+        .assert()
+        .success();
+    dir.join(file)
+}
+
+/// Per thread (tid), the time the recording's samples weigh, ns.
+fn recorded_ns(dir: &Path) -> HashMap<i64, u64> {
+    let rec = profmap::profile::read_recording(&dir.join("profile.json.gz")).expect("recording");
+    let mut out = HashMap::new();
+    for s in rec.sampled.expect("deep profile").samples {
+        *out.entry(i64::from(s.tid)).or_default() += s.weight_ns;
+    }
+    out
+}
+
+/// The tid at the end of a speedscope profile name `... thread (TID) — wall`.
+fn tid_of(name: &str) -> i64 {
+    let head = name
+        .rsplit_once(") —")
+        .expect("profile name ends with (tid) — kind")
+        .0;
+    head.rsplit_once('(')
+        .expect("(tid)")
+        .1
+        .parse()
+        .expect("tid")
+}
+
+/// What replaying one evented profile gives.
+#[derive(Debug, Default)]
+struct Replay {
+    /// Self time per frame name, ns.
+    self_ns: HashMap<String, u64>,
+    /// Time with at least one frame open, ns.
+    held_ns: u64,
+}
+
+/// Replay an evented profile, checking frame indices, balance and time order.
+fn replay(p: &Value, frames: &[Value]) -> Replay {
+    let (start, end) = (
+        p["startValue"].as_f64().unwrap(),
+        p["endValue"].as_f64().unwrap(),
+    );
+    let mut out = Replay::default();
+    let mut open: Vec<u64> = Vec::new();
+    let mut last = start;
+    for e in p["events"].as_array().expect("events") {
+        let frame = e["frame"].as_u64().expect("frame index");
+        assert!(
+            (frame as usize) < frames.len(),
+            "frame index {frame} out of range"
+        );
+        let at = e["at"].as_f64().expect("at");
+        assert!(
+            at >= last && at <= end,
+            "event at {at} out of order ({last}..{end})"
+        );
+        if let Some(&top) = open.last() {
+            let name = frames[top as usize]["name"].as_str().unwrap().to_string();
+            *out.self_ns.entry(name).or_default() += (at - last) as u64;
+            out.held_ns += (at - last) as u64;
+        }
+        last = at;
+        match e["type"].as_str() {
+            Some("O") => open.push(frame),
+            Some("C") => assert_eq!(open.pop(), Some(frame), "close of a frame not innermost"),
+            t => panic!("event type {t:?}"),
+        }
+    }
+    assert!(open.is_empty(), "{} frames left open", open.len());
+    out
+}
+
+/// func_a:func_b:func_c shares (percent of their sum) of a time map.
+fn shares(t: &HashMap<String, u64>) -> [f64; 3] {
+    let get = |f: &str| *t.get(f).unwrap_or(&0) as f64;
+    let (a, b, c) = (get("func_a"), get("func_b"), get("func_c"));
+    let sum = a + b + c;
+    assert!(sum > 0.0, "no time in func_a/b/c: {t:?}");
+    [100.0 * a / sum, 100.0 * b / sum, 100.0 * c / sum]
+}
+
+fn assert_532(what: &str, s: [f64; 3]) {
+    for (got, want) in s.iter().zip([50.0, 30.0, 20.0]) {
+        assert!(
+            (got - want).abs() <= 5.0,
+            "{what}: func_a:b:c = {s:?}, want 50:30:20 ±5"
+        );
+    }
+    eprintln!("{what}: func_a:b:c = {:.1}:{:.1}:{:.1}", s[0], s[1], s[2]);
+}
+
+fn assert_within_2pct(what: &str, held: u64, recorded: u64) {
+    let diff = (held as f64 - recorded as f64).abs() / recorded as f64;
+    eprintln!("{what}: holds {held} ns, recorded {recorded} ns");
+    assert!(
+        held <= recorded,
+        "{what} holds {held} ns, more than the {recorded} recorded"
+    );
+    assert!(
+        diff <= 0.02,
+        "{what} holds {held} ns, {recorded} recorded (>2% apart)"
+    );
+}
+
+/// Check a speedscope file; return the replay of every evented profile, with its tid.
+fn check_speedscope(doc: &Value) -> Vec<(i64, Replay)> {
+    let schema = speedscope_schema();
+    let v = jsonschema::draft7::new(&schema).expect("speedscope's schema compiles");
+    let errors: Vec<String> = v
+        .iter_errors(doc)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "speedscope schema violations:\n{}",
+        errors.join("\n")
+    );
+    assert!(doc["exporter"].as_str().unwrap().starts_with("profmap "));
+    let frames = doc["shared"]["frames"].as_array().expect("frames");
+    let mut out = Vec::new();
+    for p in doc["profiles"].as_array().expect("profiles") {
+        assert_eq!(p["unit"], "nanoseconds");
+        let name = p["name"].as_str().unwrap();
+        match p["type"].as_str() {
+            Some("evented") => out.push((tid_of(name), replay(p, frames))),
+            Some("sampled") => {
+                let samples = p["samples"].as_array().unwrap();
+                assert_eq!(samples.len(), p["weights"].as_array().unwrap().len());
+                for s in samples.iter().flat_map(|s| s.as_array().unwrap()) {
+                    assert!(
+                        (s.as_u64().unwrap() as usize) < frames.len(),
+                        "bad index in {name}"
+                    );
+                }
+            }
+            t => panic!("profile type {t:?}"),
+        }
+    }
+    out
+}
+
+/// What one thread's Chrome slices hold.
+#[derive(Debug, Default)]
+struct ChromeThread {
+    /// Time under top-level slices, µs.
+    held_us: f64,
+    /// Time of the slices of each name (inclusive), µs.
+    by_name: HashMap<String, f64>,
+    /// Time of off-CPU slices per wait class, µs.
+    waits_us: HashMap<String, f64>,
+}
+
+/// Check a Chrome trace: metadata names, slices of a thread nest, counters there.
+fn check_chrome(doc: &Value) -> BTreeMap<i64, ChromeThread> {
+    let events = doc["traceEvents"].as_array().expect("traceEvents");
+    let mut slices: BTreeMap<i64, Vec<&Value>> = BTreeMap::new();
+    let mut named_threads = Vec::new();
+    for e in events {
+        match e["ph"].as_str() {
+            Some("X") => slices
+                .entry(e["tid"].as_i64().unwrap())
+                .or_default()
+                .push(e),
+            Some("M") if e["name"] == "thread_name" => {
+                named_threads.push(e["tid"].as_i64().unwrap())
+            }
+            _ => {}
+        }
+    }
+    for name in ["CPU %", "RSS (KiB)", "threads", "storage I/O (bytes/s)"] {
+        let n = events
+            .iter()
+            .filter(|e| e["ph"] == "C" && e["name"] == name)
+            .count();
+        assert!(n >= 2, "counter '{name}' has {n} points");
+    }
+    let mut out = BTreeMap::new();
+    for (tid, mut v) in slices {
+        assert!(
+            named_threads.contains(&tid),
+            "thread {tid} has no thread_name"
+        );
+        v.sort_by(|a, b| {
+            let key = |e: &Value| (e["ts"].as_f64().unwrap(), -e["dur"].as_f64().unwrap());
+            key(a).partial_cmp(&key(b)).unwrap()
+        });
+        let mut t = ChromeThread::default();
+        let mut ends: Vec<f64> = Vec::new();
+        for e in v {
+            let (ts, dur) = (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap());
+            assert!(dur > 0.0, "empty slice {e}");
+            while ends.last().is_some_and(|&end| end <= ts + 1e-3) {
+                ends.pop();
+            }
+            if let Some(&parent_end) = ends.last() {
+                assert!(
+                    ts + dur <= parent_end + 1e-3,
+                    "slice {e} overlaps a slice it is not inside"
+                );
+            } else {
+                t.held_us += dur;
+            }
+            ends.push(ts + dur);
+            let name = e["name"].as_str().unwrap().to_string();
+            *t.by_name.entry(name).or_default() += dur;
+            if e["cat"] == "off-cpu" {
+                let class = e["args"]["wait_class"]
+                    .as_str()
+                    .expect("wait_class")
+                    .to_string();
+                assert!(e["args"]["state"].is_string() && e["args"].get("resource").is_some());
+                *t.waits_us.entry(class).or_default() += dur;
+            }
+        }
+        out.insert(tid, t);
+    }
+    out
+}
+
+/// Microsecond map → nanosecond map.
+fn to_ns(m: &HashMap<String, f64>) -> HashMap<String, u64> {
+    m.iter()
+        .map(|(k, v)| (k.clone(), (v * 1000.0) as u64))
+        .collect()
+}
+
+#[test]
+fn three_funcs_exports_hold_the_split_and_the_recorded_time() {
+    let bin = common::compile("three_funcs", &[]);
+    let _serial = common::sampling::serial();
+    let dir = record(&bin, &["30000000"]);
+    let recorded = recorded_ns(dir.path());
+
+    let ss = common::read_json(&export(dir.path(), "speedscope", "speedscope.json"));
+    let replays = check_speedscope(&ss);
+    assert!(!replays.is_empty(), "no evented profile");
+    let mut self_ns: HashMap<String, u64> = HashMap::new();
+    for (tid, r) in &replays {
+        assert_within_2pct(
+            &format!("speedscope thread {tid}"),
+            r.held_ns,
+            recorded[tid],
+        );
+        for (k, v) in &r.self_ns {
+            *self_ns.entry(k.clone()).or_default() += v;
+        }
+    }
+    assert_532("speedscope self time", shares(&self_ns));
+
+    let trace = common::read_json(&export(dir.path(), "chrome", "trace.json"));
+    let threads = check_chrome(&trace);
+    let mut by_name: HashMap<String, f64> = HashMap::new();
+    for (tid, t) in &threads {
+        let held = (t.held_us * 1000.0).round() as u64;
+        assert_within_2pct(&format!("chrome thread {tid}"), held, recorded[tid]);
+        for (k, v) in &t.by_name {
+            *by_name.entry(k.clone()).or_default() += v;
+        }
+    }
+    assert_532("chrome slices", shares(&to_ns(&by_name)));
+}
+
+#[test]
+fn run_exports_both_and_sleeps_are_off_cpu_sleep_slices() {
+    let bin = common::compile("sleep_compute", &[]);
+    let _serial = common::sampling::serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    common::profmap()
+        .args([
+            "run",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--export",
+            "speedscope,chrome",
+            "--out",
+        ])
+        .arg(dir.path())
+        .arg("--")
+        .arg(&bin)
+        .assert()
+        .success();
+    let summary = common::read_json(&dir.path().join("summary.json"));
+    for (key, file) in [("speedscope", "speedscope.json"), ("chrome", "trace.json")] {
+        let listed = summary["artifacts"][key].as_str().unwrap_or_else(|| {
+            panic!(
+                "summary.json's artifacts lack '{key}': {}",
+                summary["artifacts"]
+            )
+        });
+        assert!(listed.ends_with(file), "artifact {key} = {listed}");
+        assert!(dir.path().join(file).is_file(), "{file} not written");
+    }
+    let recorded = recorded_ns(dir.path());
+
+    // 50 usleep(10 ms): about 0.5 s asleep, whatever the machine's load.
+    let threads = check_chrome(&common::read_json(&dir.path().join("trace.json")));
+    let sleep_us: f64 = threads
+        .values()
+        .filter_map(|t| t.waits_us.get("sleep"))
+        .sum();
+    eprintln!("chrome: {sleep_us:.0} µs in off-CPU sleep slices");
+    assert!(
+        (400_000.0..=800_000.0).contains(&sleep_us),
+        "sleep slices hold {sleep_us} µs, want ~500000"
+    );
+    for (tid, t) in &threads {
+        let held = (t.held_us * 1000.0).round() as u64;
+        assert_within_2pct(&format!("chrome thread {tid}"), held, recorded[tid]);
+    }
+
+    let replays = check_speedscope(&common::read_json(&dir.path().join("speedscope.json")));
+    let sleep_ns: u64 = replays
+        .iter()
+        .filter_map(|(_, r)| r.self_ns.get("[off-cpu: sleep]"))
+        .sum();
+    eprintln!("speedscope: {sleep_ns} ns under [off-cpu: sleep]");
+    assert!(
+        (400_000_000..=800_000_000).contains(&sleep_ns),
+        "[off-cpu: sleep] holds {sleep_ns} ns"
+    );
+    for (tid, r) in &replays {
+        assert_within_2pct(
+            &format!("speedscope thread {tid}"),
+            r.held_ns,
+            recorded[tid],
+        );
+    }
+}
