@@ -7,18 +7,20 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod common;
+#[path = "export_json/speedscope_ui.rs"]
+mod speedscope_ui;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-/// The speedscope schema from the npm package, installed under the test's target
-/// folder when missing.
-fn speedscope_schema() -> Value {
+/// speedscope's `dist/release` (schema and offline viewer) from its npm package,
+/// installed under the test's target folder when missing.
+fn speedscope_release() -> PathBuf {
     let prefix = Path::new(env!("CARGO_TARGET_TMPDIR")).join("npm");
-    let schema = prefix.join("node_modules/speedscope/dist/release/file-format-schema.json");
-    if !schema.exists() {
+    let release = prefix.join("node_modules/speedscope/dist/release");
+    if !release.join("file-format-schema.json").exists() {
         let st = std::process::Command::new("npm")
             .args(["install", "--no-audit", "--no-fund", "--prefix"])
             .arg(&prefix)
@@ -32,7 +34,12 @@ fn speedscope_schema() -> Value {
             });
         assert!(st.success(), "npm install speedscope@1 failed ({st})");
     }
-    common::read_json(&schema)
+    release
+}
+
+/// The speedscope schema from the npm package.
+fn speedscope_schema() -> Value {
+    common::read_json(&speedscope_release().join("file-format-schema.json"))
 }
 
 /// Record `bin args` into a fresh folder.
@@ -62,10 +69,18 @@ fn export(dir: &Path, format: &str, file: &str) -> PathBuf {
 
 /// Per thread (tid), the time the recording's samples weigh, ns.
 fn recorded_ns(dir: &Path) -> HashMap<i64, u64> {
+    recorded(dir, false)
+}
+
+/// Per thread (tid), the time the recording's samples weigh (on-CPU ones only when
+/// `cpu_only`), ns.
+fn recorded(dir: &Path, cpu_only: bool) -> HashMap<i64, u64> {
     let rec = profmap::profile::read_recording(&dir.join("profile.json.gz")).expect("recording");
     let mut out = HashMap::new();
     for s in rec.sampled.expect("deep profile").samples {
-        *out.entry(i64::from(s.tid)).or_default() += s.weight_ns;
+        if !cpu_only || matches!(s.kind, profmap::profile::SampleKind::OnCpu) {
+            *out.entry(i64::from(s.tid)).or_default() += s.weight_ns;
+        }
     }
     out
 }
@@ -304,6 +319,27 @@ fn three_funcs_exports_hold_the_split_and_the_recorded_time() {
         }
     }
     assert_532("speedscope self time", shares(&self_ns));
+
+    // speedscope's own importer, in its viewer: the weight it shows per profile.
+    let cpu = recorded(dir.path(), true);
+    let shown =
+        speedscope_ui::imported_weights(&speedscope_release(), &dir.path().join("speedscope.json"));
+    let n_profiles = ss["profiles"].as_array().map_or(0, Vec::len);
+    assert_eq!(shown.len(), n_profiles, "speedscope imported {shown:?}");
+    for (name, weight) in &shown {
+        let tid = tid_of(name);
+        let want = if name.ends_with("— CPU") {
+            cpu[&tid]
+        } else {
+            recorded[&tid]
+        };
+        let off = (weight - want as f64).abs() / want as f64;
+        eprintln!("speedscope's import of '{name}' holds {weight} ns, {want} recorded");
+        assert!(
+            off <= 0.02,
+            "speedscope's import of '{name}' holds {weight} ns, {want} recorded"
+        );
+    }
 
     let trace = common::read_json(&export(dir.path(), "chrome", "trace.json"));
     let threads = check_chrome(&trace);

@@ -3,7 +3,7 @@
 //!
 //! - `M` metadata events naming each process and thread;
 //! - `X` complete events: each thread's stacks as nested slices, laid out from the same
-//!   clamped timeline as speedscope's evented profiles (`speedscope::slices`), so that
+//!   laid-out timeline as speedscope's evented profiles (`speedscope::slices`), so that
 //!   consecutive samples of one stack are one slice per frame and a thread's slices
 //!   overlap only by nesting; an off-CPU interval is a leaf slice `[off-cpu: KEY]`
 //!   (category `off-cpu`) with args `wait_class`, `state` and `resource` (null when

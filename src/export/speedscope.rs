@@ -9,9 +9,9 @@
 //! - Every frame index is valid; each evented profile's events are balanced (every
 //!   close matches the innermost open frame), in time order, between its start and end
 //!   values (see `slices::walk`).
-//! - The time an evented profile holds is its thread's clamped slices
-//!   (`slices::thread_slices`): never more than the recording holds, and less only by
-//!   the overlap of a tick and a switch (at most one period per switch).
+//! - The time an evented profile holds is its thread's slices
+//!   (`slices::thread_slices`): what the recording holds, never more (nothing counted
+//!   twice around a switch).
 //! - Threads are in (pid, tid) order; a thread without on-CPU samples has no sampled
 //!   profile.
 
@@ -218,7 +218,7 @@ fn sampled(
 ) -> Option<Profile> {
     let mut samples = Vec::new();
     let mut weights = Vec::new();
-    // Every on-CPU sample of the thread, clamped or not: CPU time is not a timeline.
+    // Every on-CPU sample of the thread, wherever laid out: CPU time is not a timeline.
     for (i, s) in input.profile.samples.iter().enumerate() {
         if s.pid == t.pid
             && s.tid == t.tid
