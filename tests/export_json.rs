@@ -69,12 +69,12 @@ fn export(dir: &Path, format: &str, file: &str) -> PathBuf {
 
 /// Per thread (tid), the time the recording's samples weigh, ns.
 fn recorded_ns(dir: &Path) -> HashMap<i64, u64> {
-    recorded(dir, false)
+    recorded_by_tid(dir, false)
 }
 
 /// Per thread (tid), the time the recording's samples weigh (on-CPU ones only when
 /// `cpu_only`), ns.
-fn recorded(dir: &Path, cpu_only: bool) -> HashMap<i64, u64> {
+fn recorded_by_tid(dir: &Path, cpu_only: bool) -> HashMap<i64, u64> {
     let rec = profmap::profile::read_recording(&dir.join("profile.json.gz")).expect("recording");
     let mut out = HashMap::new();
     for s in rec.sampled.expect("deep profile").samples {
@@ -321,7 +321,7 @@ fn three_funcs_exports_hold_the_split_and_the_recorded_time() {
     assert_532("speedscope self time", shares(&self_ns));
 
     // speedscope's own importer, in its viewer: the weight it shows per profile.
-    let cpu = recorded(dir.path(), true);
+    let cpu = recorded_by_tid(dir.path(), true);
     let shown =
         speedscope_ui::imported_weights(&speedscope_release(), &dir.path().join("speedscope.json"));
     let n_profiles = ss["profiles"].as_array().map_or(0, Vec::len);
