@@ -63,12 +63,15 @@ fn interval(kind: SampleKind, time_ns: u64, weight_ns: u64) -> (u64, u64) {
     }
 }
 
+/// A sample's `(start, end, index)` before it is laid out.
+type Interval = (u64, u64, usize);
+
 /// How many sampling periods a slice may start after its own start.
 pub const MAX_LATE_PERIODS: u64 = 2;
 
 /// Every thread's slices, threads ordered by (pid, tid).
 pub fn thread_slices(p: &SampledProfile) -> Vec<ThreadSlices> {
-    let mut raw: BTreeMap<(i32, i32), Vec<(u64, u64, usize)>> = BTreeMap::new();
+    let mut raw: BTreeMap<(i32, i32), Vec<Interval>> = BTreeMap::new();
     let mut period: BTreeMap<(i32, i32), u64> = BTreeMap::new();
     for (i, s) in p.samples.iter().enumerate() {
         let (start, end) = interval(s.kind, s.time_ns, s.weight_ns);
@@ -95,7 +98,7 @@ pub fn thread_slices(p: &SampledProfile) -> Vec<ThreadSlices> {
 }
 
 /// Lay one thread's `(start, end, sample)` intervals end to end (see the module doc).
-fn lay_out(mut v: Vec<(u64, u64, usize)>, max_late: u64) -> Vec<Slice> {
+fn lay_out(mut v: Vec<Interval>, max_late: u64) -> Vec<Slice> {
     v.sort_unstable();
     let mut slices = Vec::with_capacity(v.len());
     let mut cursor = 0u64;
