@@ -6,11 +6,13 @@
 //! slices are checked to nest, and both are held to the recording's time per thread.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+#[path = "export_json/chrome.rs"]
+mod chrome;
 mod common;
 #[path = "export_json/speedscope_ui.rs"]
 mod speedscope_ui;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -212,91 +214,6 @@ fn check_speedscope(doc: &Value) -> Vec<(i64, Replay)> {
     out
 }
 
-/// What one thread's Chrome slices hold.
-#[derive(Debug, Default)]
-struct ChromeThread {
-    /// Time under top-level slices, µs.
-    held_us: f64,
-    /// Time of the slices of each name (inclusive), µs.
-    by_name: HashMap<String, f64>,
-    /// Time of off-CPU slices per wait class, µs.
-    waits_us: HashMap<String, f64>,
-}
-
-/// Check a Chrome trace: metadata names, slices of a thread nest, counters there.
-fn check_chrome(doc: &Value) -> BTreeMap<i64, ChromeThread> {
-    let events = doc["traceEvents"].as_array().expect("traceEvents");
-    let mut slices: BTreeMap<i64, Vec<&Value>> = BTreeMap::new();
-    let mut named_threads = Vec::new();
-    for e in events {
-        match e["ph"].as_str() {
-            Some("X") => slices
-                .entry(e["tid"].as_i64().unwrap())
-                .or_default()
-                .push(e),
-            Some("M") if e["name"] == "thread_name" => {
-                named_threads.push(e["tid"].as_i64().unwrap())
-            }
-            _ => {}
-        }
-    }
-    for name in ["CPU %", "RSS (KiB)", "threads", "storage I/O (bytes/s)"] {
-        let n = events
-            .iter()
-            .filter(|e| e["ph"] == "C" && e["name"] == name)
-            .count();
-        assert!(n >= 2, "counter '{name}' has {n} points");
-    }
-    let mut out = BTreeMap::new();
-    for (tid, mut v) in slices {
-        assert!(
-            named_threads.contains(&tid),
-            "thread {tid} has no thread_name"
-        );
-        v.sort_by(|a, b| {
-            let key = |e: &Value| (e["ts"].as_f64().unwrap(), -e["dur"].as_f64().unwrap());
-            key(a).partial_cmp(&key(b)).unwrap()
-        });
-        let mut t = ChromeThread::default();
-        let mut ends: Vec<f64> = Vec::new();
-        for e in v {
-            let (ts, dur) = (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap());
-            assert!(dur > 0.0, "empty slice {e}");
-            while ends.last().is_some_and(|&end| end <= ts + 1e-3) {
-                ends.pop();
-            }
-            if let Some(&parent_end) = ends.last() {
-                assert!(
-                    ts + dur <= parent_end + 1e-3,
-                    "slice {e} overlaps a slice it is not inside"
-                );
-            } else {
-                t.held_us += dur;
-            }
-            ends.push(ts + dur);
-            let name = e["name"].as_str().unwrap().to_string();
-            *t.by_name.entry(name).or_default() += dur;
-            if e["cat"] == "off-cpu" {
-                let class = e["args"]["wait_class"]
-                    .as_str()
-                    .expect("wait_class")
-                    .to_string();
-                assert!(e["args"]["state"].is_string() && e["args"].get("resource").is_some());
-                *t.waits_us.entry(class).or_default() += dur;
-            }
-        }
-        out.insert(tid, t);
-    }
-    out
-}
-
-/// Microsecond map → nanosecond map.
-fn to_ns(m: &HashMap<String, f64>) -> HashMap<String, u64> {
-    m.iter()
-        .map(|(k, v)| (k.clone(), (v * 1000.0) as u64))
-        .collect()
-}
-
 #[test]
 fn three_funcs_exports_hold_the_split_and_the_recorded_time() {
     let bin = common::compile("three_funcs", &[]);
@@ -342,7 +259,7 @@ fn three_funcs_exports_hold_the_split_and_the_recorded_time() {
     }
 
     let trace = common::read_json(&export(dir.path(), "chrome", "trace.json"));
-    let threads = check_chrome(&trace);
+    let threads = chrome::check(&trace);
     let mut by_name: HashMap<String, f64> = HashMap::new();
     for (tid, t) in &threads {
         let held = (t.held_us * 1000.0).round() as u64;
@@ -351,7 +268,7 @@ fn three_funcs_exports_hold_the_split_and_the_recorded_time() {
             *by_name.entry(k.clone()).or_default() += v;
         }
     }
-    assert_532("chrome slices", shares(&to_ns(&by_name)));
+    assert_532("chrome slices", shares(&chrome::to_ns(&by_name)));
 }
 
 #[test]
@@ -389,7 +306,7 @@ fn run_exports_both_and_sleeps_are_off_cpu_sleep_slices() {
     let recorded = recorded_ns(dir.path());
 
     // 50 usleep(10 ms): about 0.5 s asleep, whatever the machine's load.
-    let threads = check_chrome(&common::read_json(&dir.path().join("trace.json")));
+    let threads = chrome::check(&common::read_json(&dir.path().join("trace.json")));
     let sleep_us: f64 = threads
         .values()
         .filter_map(|t| t.waits_us.get("sleep"))
