@@ -241,3 +241,91 @@ fn sampled(
         weights,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{
+        Frame, FrameKind, Recording, SampledProfile, SessionMeta, StackNode, ThreadSample,
+        WaitState,
+    };
+
+    /// A recording whose stacks point at frames and parents that are not there, and
+    /// loop back on themselves.
+    fn damaged() -> (Recording, SampledProfile) {
+        let rec = Recording::new(SessionMeta {
+            run_id: "t".into(),
+            command: vec!["t".into()],
+            started_unix_s: 0.0,
+            tool_version: "0".into(),
+            hostname: None,
+            kernel: None,
+            cpus: None,
+        });
+        let frame = Frame {
+            function: "f".into(),
+            module: None,
+            file: Some("f.c".into()),
+            line: Some(3),
+            kind: FrameKind::User,
+            inlined: false,
+        };
+        let tick = |time_ns, stack| ThreadSample {
+            pid: 1,
+            tid: 1,
+            time_ns,
+            stack,
+            weight_ns: 10,
+            kind: SampleKind::OnCpu,
+            waker: None,
+        };
+        let mut wait = tick(30, Some(1));
+        wait.kind = SampleKind::OffCpu {
+            state: WaitState::Sleeping,
+        };
+        let p = SampledProfile {
+            frames: vec![frame],
+            stacks: vec![
+                StackNode {
+                    parent: Some(0),
+                    frame: 0,
+                },
+                StackNode {
+                    parent: Some(7),
+                    frame: 42,
+                },
+            ],
+            samples: vec![tick(10, Some(0)), tick(20, Some(9)), wait],
+            ..Default::default()
+        };
+        (rec, p)
+    }
+
+    #[test]
+    fn a_damaged_recording_exports_without_panicking_and_stays_balanced() {
+        let (rec, p) = damaged();
+        let input = Input {
+            rec: &rec,
+            profile: std::borrow::Cow::Borrowed(&p),
+            categories: Vec::new(),
+            resources: Vec::new(),
+        };
+        let file = build(&input);
+        let n = file.shared.frames.len() as u32;
+        let Some(Profile::Evented { events, .. }) = file.profiles.first() else {
+            panic!("no evented profile");
+        };
+        let mut depth = 0i64;
+        for e in events {
+            assert!(e.frame < n);
+            depth += if e.kind == "O" { 1 } else { -1 };
+            assert!(depth >= 0);
+        }
+        assert_eq!(depth, 0);
+        for f in ExportFormat::ALL {
+            if matches!(f, ExportFormat::Speedscope | ExportFormat::Chrome) {
+                assert!(crate::export::to_bytes(f, &input).is_ok());
+            }
+        }
+    }
+}
