@@ -18,6 +18,8 @@ fn serve(root: PathBuf, profile: PathBuf) -> u16 {
     let port = listener.local_addr().expect("addr").port();
     std::thread::spawn(move || {
         for conn in listener.incoming().flatten() {
+            // A connection opened ahead and never used must not stall the others.
+            let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(2)));
             let mut line = String::new();
             let mut reader = BufReader::new(&conn);
             if reader.read_line(&mut line).is_err() {
