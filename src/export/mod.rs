@@ -8,10 +8,12 @@
 //! Indices from the recording are validated on read (`profile::validate`); an exporter
 //! still uses `get` rather than indexing, since it must never panic on input.
 
+pub mod chrome;
 pub mod firefox;
 pub mod flamegraph;
 pub mod folded;
 pub mod pprof;
+pub mod speedscope;
 
 use std::io::Write;
 
@@ -80,11 +82,10 @@ pub trait Exporter {
 pub fn exporter(format: ExportFormat) -> &'static dyn Exporter {
     match format {
         ExportFormat::Folded => &folded::Folded,
-        // Formats whose exporter is still to come write nothing but say so.
         ExportFormat::Pprof => &pprof::Pprof,
-        ExportFormat::Speedscope => &Missing(ExportFormat::Speedscope),
+        ExportFormat::Speedscope => &speedscope::Speedscope,
         ExportFormat::Firefox => &firefox::Firefox,
-        ExportFormat::Chrome => &Missing(ExportFormat::Chrome),
+        ExportFormat::Chrome => &chrome::Chrome,
     }
 }
 
@@ -101,30 +102,6 @@ pub fn to_bytes(format: ExportFormat, input: &Input) -> Result<Vec<u8>, Error> {
     let mut buf = Vec::new();
     exporter(format).write(input, &mut buf)?;
     Ok(buf)
-}
-
-/// A format not implemented yet: refuses with a tool error.
-struct Missing(ExportFormat);
-
-impl Exporter for Missing {
-    fn format(&self) -> ExportFormat {
-        self.0
-    }
-    fn file_name(&self) -> &'static str {
-        match self.0 {
-            ExportFormat::Pprof => "profile.pb.gz",
-            ExportFormat::Speedscope => "speedscope.json",
-            ExportFormat::Firefox => "firefox.json.gz",
-            ExportFormat::Chrome => "trace.json",
-            ExportFormat::Folded => "stacks.folded",
-        }
-    }
-    fn write(&self, _: &Input, _: &mut dyn Write) -> Result<(), Error> {
-        Err(Error::Tool(format!(
-            "the {} export is not available in this build",
-            self.0.name()
-        )))
-    }
 }
 
 /// An I/O error while writing an export, as profmap's error.
