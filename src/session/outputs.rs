@@ -148,13 +148,13 @@ fn write_all(
         .map_or("summary.json".to_string(), |p| p.display().to_string());
     artifacts.insert("summary".into(), summary_artifact);
     if write_rec {
-        write_recording(rec, t)?;
+        timed("recording", || write_recording(rec, t))?;
         done.0.insert(RECORDING.into());
     }
     let mut flames = None;
     let deep = match &rec.sampled {
         Some(p) => {
-            flames = Some(write_profile_views(p, t, done)?);
+            flames = Some(timed("flamegraphs", || write_profile_views(p, t, done))?);
             for (k, v) in [
                 ("flamegraph", "flamegraph.svg"),
                 ("flamegraph_cpu", "flamegraph-cpu.svg"),
@@ -163,16 +163,7 @@ fn write_all(
                 artifacts.insert(k.into(), v.into());
             }
             write_exports(rec, t, done, &mut artifacts)?;
-            // The diagnosis reads the analysis' per-sample tables beside the samples.
-            let p = analyse::analysed_profile(p);
-            let mut a = analyse::analyse(&p);
-            if let Some(run) = &rec.profiled_run {
-                analyse::add_run_evidence(&mut a, run);
-            }
-            let runs: Vec<_> = rec.baseline.iter().flat_map(|b| b.counted()).collect();
-            analyse::diagnose::run(&mut a, &p, rec.profiled_run.as_ref(), &runs);
-            analyse::escalate::run(&mut a, rec);
-            Some(DeepView::from_analysis(&a))
+            Some(timed("analysis", || deep_view(rec, p)))
         }
         None => None,
     };
@@ -181,20 +172,19 @@ fn write_all(
         artifacts.insert("baseline".into(), "baseline.json".into());
     }
     let map = report::build(rec, deep.as_ref(), &artifacts);
-    let json = pretty(&map.doc)?;
+    let json = timed("performance_map.json", || pretty(&map.doc))?;
     done.put(t, "performance_map.json", &json)?;
-    done.put(
-        t,
-        "performance_map.yaml",
-        report::to_yaml(&map.doc)?.as_bytes(),
-    )?;
-    let md = report::markdown::render(&map);
+    let yaml = timed("performance_map.yaml", || report::to_yaml(&map.doc))?;
+    done.put(t, "performance_map.yaml", yaml.as_bytes())?;
+    let md = timed("report.md", || report::markdown::render(&map));
     done.put(t, "report.md", md.as_bytes())?;
     let flames = flames
         .as_ref()
         .map(|(wall, cpu)| report::html::Flames { wall, cpu });
     let timeline = report::html::timeline_of(rec);
-    let html = report::html::render(&map, timeline.as_ref(), flames);
+    let html = timed("report.html", || {
+        report::html::render(&map, timeline.as_ref(), flames)
+    });
     done.put(t, "report.html", html.as_bytes())?;
     let summary = report::summary::build(rec, &map, status, message, t.out, &artifacts);
     write_summary(t, &pretty(&summary)?)?;
@@ -306,10 +296,39 @@ fn write_exports(
     };
     for &f in &t.oplan.exports {
         let name = crate::export::exporter(f).file_name();
-        done.put(t, name, &crate::export::to_bytes(f, &input)?)?;
+        let bytes = timed(name, || crate::export::to_bytes(f, &input))?;
+        done.put(t, name, &bytes)?;
         artifacts.insert(f.name().to_string(), name.to_string());
     }
     Ok(())
+}
+
+/// The analysis and diagnosis of a deep profile, for the map.
+fn deep_view(rec: &Recording, p: &SampledProfile) -> DeepView {
+    // The diagnosis reads the analysis' per-sample tables beside the samples.
+    let p = analyse::analysed_profile(p);
+    let mut a = analyse::analyse(&p);
+    if let Some(run) = &rec.profiled_run {
+        analyse::add_run_evidence(&mut a, run);
+    }
+    let runs: Vec<_> = rec.baseline.iter().flat_map(|b| b.counted()).collect();
+    analyse::diagnose::run(&mut a, &p, rec.profiled_run.as_ref(), &runs);
+    analyse::escalate::run(&mut a, rec);
+    DeepView::from_analysis(&a)
+}
+
+/// `PROFMAP_TIMINGS=1`: what each output took, on stderr (`bench/exports.sh` reads it).
+fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
+    if std::env::var_os("PROFMAP_TIMINGS").is_none() {
+        return f();
+    }
+    let t0 = std::time::Instant::now();
+    let r = f();
+    eprintln!(
+        "profmap timing: {what} {:.1} ms",
+        t0.elapsed().as_secs_f64() * 1e3
+    );
+    r
 }
 
 fn pretty<T: serde::Serialize + ?Sized>(v: &T) -> Result<Vec<u8>, Error> {
