@@ -9,8 +9,8 @@
 //! name), whose inside is shortened instead. `->` inside a group is not a closing
 //! bracket. A `<` without its `>` (a comparison in a sentence) is left as it is.
 
-/// Generic arguments up to this many characters are kept (`Vec<u8>`, `Option<&str>`).
-pub const KEEP: usize = 12;
+/// Generic arguments up to this many characters are kept (`Vec<u8>`, `Mesh<unsigned long>`).
+pub const KEEP: usize = 16;
 
 /// `text` with its long generic argument lists shortened.
 pub fn short(text: &str) -> String {

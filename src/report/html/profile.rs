@@ -6,6 +6,7 @@ use super::esc::{self, Sort, num, opt};
 use crate::analyse::classify::WaitCategory;
 use crate::analyse::{Hotspot, Step};
 use crate::report::map::PerformanceMapSection;
+use crate::report::names::short;
 
 /// Hotspots by self time, as the map orders them.
 pub fn hotspots(o: &mut String, list: &[Hotspot]) {
@@ -18,7 +19,7 @@ pub fn hotspots(o: &mut String, list: &[Hotspot]) {
         .iter()
         .map(|x| {
             vec![
-                x.function.clone(),
+                short(&x.function),
                 num(x.self_time_ms, 1),
                 num(x.self_share_pct, 1),
                 num(x.self_cpu_time_ms, 1),
@@ -47,7 +48,11 @@ fn step_rows(s: &Step, depth: usize, rows: &mut Vec<Vec<String>>) {
     let trunc = if s.truncated { " …" } else { "" };
     rows.push(vec![
         s.id.clone(),
-        format!("{}{}{trunc}", "\u{a0}\u{a0}".repeat(depth), s.function),
+        format!(
+            "{}{}{trunc}",
+            "\u{a0}\u{a0}".repeat(depth),
+            short(&s.function)
+        ),
         num(s.wall_time_ms, 1),
         num(s.thread_time_ms, 1),
         num(s.cpu_time_ms, 1),

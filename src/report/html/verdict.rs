@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use super::esc::{self, Sort, text};
 use crate::report::map::{ProfileResult, SuspicionVerdict};
+use crate::report::names::short;
 use crate::report::perfmap::PerfMap;
 
 /// Title, command, run id, machine and the verdict.
@@ -112,17 +113,18 @@ pub fn bottlenecks(o: &mut String, pr: &ProfileResult) {
         place.extend(b.in_function.as_ref().map(|f| format!("in {f}")));
         let _ = write!(
             o,
-            "<li><span class=\"badge\">{}</span> <b>{}</b> — {:.1}% of wall time <small>({})</small><br>{}",
+            "<li><span class=\"badge\">{}</span> <b title=\"{}\">{}</b> — {:.1}% of wall time <small>({})</small><br>{}",
             text(b.class.as_str()),
             text(&b.function),
+            text(&short(&b.function)),
             b.share,
             text(&place.join(", ")),
-            text(&b.description)
+            text(&short(&b.description))
         );
         if !b.why_chain.is_empty() {
             o.push_str("<ul class=\"why\">");
             for w in &b.why_chain {
-                let _ = write!(o, "<li>why: {}</li>", text(w));
+                let _ = write!(o, "<li>why: {}</li>", text(&short(w)));
             }
             o.push_str("</ul>");
         }
