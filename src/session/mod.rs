@@ -28,6 +28,7 @@ use crate::target;
 use crate::ui;
 
 pub mod dirfd;
+mod compare_io;
 mod escalate;
 mod hooks;
 pub mod lock;
@@ -40,6 +41,7 @@ mod stdin;
 mod trace;
 
 pub use multi::run_commands;
+pub use compare_io::compare;
 pub use outputs::{OWN_FILES, Written, write_outputs};
 
 /// The output folder when none is given.

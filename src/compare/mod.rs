@@ -1,0 +1,349 @@
+//! `profmap compare BEFORE AFTER`: what changed between two sessions, as a pure function
+//! of their recordings (the session module reads the inputs and writes the outputs).
+//!
+//! - Baseline metrics (wall, CPU, memory, I/O, context switches over the counted runs):
+//!   both medians, the median's change with a 95 % bootstrap interval, and a verdict from
+//!   Welch's t-test on the runs at α = 0.05 (see `stats`: it can judge the default 3 vs 3
+//!   runs, which Mann-Whitney cannot). Not significant: the runs per side that would
+//!   resolve the observed difference. Time metrics are faster/slower, others lower/higher.
+//! - Functions (self and total, wall and CPU) from each side's profiled run, judged from
+//!   their sample counts plus the runs' spread (see `functions`).
+//! - A differential flamegraph (`flame`).
+//!
+//! Invariants: the verdict is the wall-time metric's; unknown is None, never 0; a side
+//! without a deep profile makes a baseline-only comparison, said in `baseline_only` and a
+//! warning; the same inputs give the same output byte for byte (fixed-seed bootstrap).
+
+pub mod flame;
+pub mod functions;
+pub mod render;
+pub mod stats;
+
+use serde::Serialize;
+
+use crate::profile::{Baseline, RunMeasurement, SampledProfile};
+use functions::{FunctionChange, FunctionTable, Noise};
+
+/// compare.json's format name and version.
+pub const FORMAT: &str = "profmap-compare";
+pub const VERSION: u32 = 1;
+
+/// One side of the comparison, as the session found it.
+#[derive(Debug, Clone)]
+pub struct Side {
+    /// The path given on the command line.
+    pub input: String,
+    /// The command measured, as recorded.
+    pub command: Vec<String>,
+    pub run_id: Option<String>,
+    pub baseline: Option<Baseline>,
+    /// The deep profile; None for a `bench` folder.
+    pub profile: Option<SampledProfile>,
+    /// Why the deep profile is missing, when it is (for the warning).
+    pub missing_profile: Option<String>,
+}
+
+/// What a side was (compare.json `before` / `after`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SideInfo {
+    pub input: String,
+    pub command: Vec<String>,
+    pub run_id: Option<String>,
+    /// Counted baseline runs.
+    pub runs: usize,
+    /// Whether a deep profile was there to compare functions.
+    pub has_profile: bool,
+}
+
+/// The judgement on one metric.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Faster,
+    Slower,
+    Lower,
+    Higher,
+    NoSignificantChange,
+    /// Fewer than 2 runs on a side, or the figure is unknown.
+    Unknown,
+}
+
+impl Verdict {
+    pub fn words(self) -> &'static str {
+        match self {
+            Verdict::Faster => "faster",
+            Verdict::Slower => "slower",
+            Verdict::Lower => "lower",
+            Verdict::Higher => "higher",
+            Verdict::NoSignificantChange => "no significant change",
+            Verdict::Unknown => "unknown (too few runs)",
+        }
+    }
+}
+
+/// One baseline metric before and after (compare.json `metrics[]`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MetricChange {
+    /// `wall_ms`, `cpu_ms`...
+    pub metric: String,
+    pub unit: String,
+    pub before_median: Option<f64>,
+    pub after_median: Option<f64>,
+    /// Median after / median before − 1, percent; None when unknown or before is 0.
+    pub change_pct: Option<f64>,
+    /// 95 % bootstrap interval of `change_pct`.
+    pub ci_low_pct: Option<f64>,
+    pub ci_high_pct: Option<f64>,
+    /// Welch's two-sided p on the runs.
+    pub p_value: Option<f64>,
+    pub significant: bool,
+    pub verdict: Verdict,
+    /// Not significant: runs per side that would resolve the difference seen.
+    pub runs_needed: Option<u32>,
+}
+
+/// Something that makes the comparison less certain (typed, with its fix in the text).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Warning {
+    /// The two sides ran different programs.
+    DifferentCommands { before: String, after: String },
+    /// Same program, other arguments.
+    DifferentArguments { before: String, after: String },
+    /// A side has no deep profile: baseline only.
+    BaselineOnly { side: String, why: String },
+    /// A side has fewer than 2 counted runs: no test possible.
+    TooFewRuns { side: String, runs: usize },
+}
+
+impl Warning {
+    pub fn message(&self) -> String {
+        match self {
+            Warning::DifferentCommands { before, after } => format!(
+                "different commands: BEFORE ran `{before}`, AFTER ran `{after}` — compared \
+                 anyway; make sure that is what you meant"
+            ),
+            Warning::DifferentArguments { before, after } => format!(
+                "same program, different arguments: `{before}` vs `{after}`"
+            ),
+            Warning::BaselineOnly { side, why } => format!(
+                "{side} has no deep profile ({why}): baseline-only comparison, no functions \
+                 or flamegraph — use `profmap run` on both sides for them"
+            ),
+            Warning::TooFewRuns { side, runs } => format!(
+                "{side} has {runs} counted run(s): no significance test — use --runs 3 or more"
+            ),
+        }
+    }
+}
+
+/// A warning as written in compare.json.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct WarningOut {
+    #[serde(flatten)]
+    pub warning: Warning,
+    pub message: String,
+}
+
+/// The whole comparison (compare.json).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Comparison {
+    pub format: String,
+    pub version: u32,
+    /// One sentence: the wall-time verdict with its figures.
+    pub verdict_line: String,
+    /// The wall-time verdict.
+    pub verdict: Verdict,
+    pub before: SideInfo,
+    pub after: SideInfo,
+    /// A side had no deep profile: metrics only.
+    pub baseline_only: bool,
+    pub metrics: Vec<MetricChange>,
+    /// Largest changes first; empty when baseline-only.
+    pub functions: Vec<FunctionChange>,
+    /// How the figures were judged.
+    pub method: String,
+    pub warnings: Vec<WarningOut>,
+}
+
+/// One row per baseline metric: key, unit, whether it is a time, its figure of a run.
+type Extract = fn(&RunMeasurement) -> Option<f64>;
+const METRICS: &[(&str, &str, bool, Extract)] = &[
+    ("wall_ms", "ms", true, |r| Some(r.wall_ms)),
+    ("cpu_ms", "ms", true, |r| Some(r.cpu_ms())),
+    ("user_ms", "ms", true, |r| Some(r.user_ms)),
+    ("sys_ms", "ms", true, |r| Some(r.sys_ms)),
+    ("max_rss_kb", "KiB", false, |r| Some(r.max_rss_kb as f64)),
+    ("read_bytes", "B", false, |r| Some(r.read_bytes as f64)),
+    ("write_bytes", "B", false, |r| Some(r.write_bytes as f64)),
+    ("voluntary_cs", "", false, |r| Some(r.voluntary_cs as f64)),
+    ("involuntary_cs", "", false, |r| Some(r.involuntary_cs as f64)),
+];
+
+fn values(b: Option<&Baseline>, f: Extract) -> Vec<f64> {
+    b.map(|b| b.counted().filter_map(f).collect())
+        .unwrap_or_default()
+}
+
+fn metric(key: &str, unit: &str, time: bool, before: &[f64], after: &[f64]) -> MetricChange {
+    use functions::round3;
+    let mb = crate::stats::median(before);
+    let ma = crate::stats::median(after);
+    let change = match (mb, ma) {
+        (Some(b), Some(a)) if b > 0.0 => Some(round3((a / b - 1.0) * 100.0)),
+        _ => None,
+    };
+    let ci = if mb.is_some_and(|b| b > 0.0) {
+        stats::bootstrap_median_change(before, after)
+    } else {
+        None
+    };
+    let p = stats::welch(before, after).map(|(_, _, p)| p);
+    let significant = p.is_some_and(|p| p < stats::ALPHA);
+    let up = ma.zip(mb).is_some_and(|(a, b)| a > b);
+    let verdict = match (p, significant, time, up) {
+        (None, ..) => Verdict::Unknown,
+        (_, false, ..) => Verdict::NoSignificantChange,
+        (_, true, true, true) => Verdict::Slower,
+        (_, true, true, false) => Verdict::Faster,
+        (_, true, false, true) => Verdict::Higher,
+        (_, true, false, false) => Verdict::Lower,
+    };
+    MetricChange {
+        metric: key.to_string(),
+        unit: unit.to_string(),
+        before_median: mb.map(round3),
+        after_median: ma.map(round3),
+        change_pct: change,
+        ci_low_pct: ci.map(|c| round3(c.0)),
+        ci_high_pct: ci.map(|c| round3(c.1)),
+        p_value: p.map(|p| (p * 1e6).round() / 1e6),
+        significant,
+        verdict,
+        runs_needed: if significant {
+            None
+        } else {
+            stats::runs_needed(before, after)
+        },
+    }
+}
+
+fn info(s: &Side) -> SideInfo {
+    SideInfo {
+        input: s.input.clone(),
+        command: s.command.clone(),
+        run_id: s.run_id.clone(),
+        runs: s.baseline.as_ref().map_or(0, |b| b.counted().count()),
+        has_profile: s.profile.is_some(),
+    }
+}
+
+/// The runs' coefficient of variation of wall time (0 when unknown).
+fn wall_cv(b: Option<&Baseline>) -> f64 {
+    let v = values(b, |r| Some(r.wall_ms));
+    if v.len() < 2 {
+        return 0.0;
+    }
+    let (m, var) = stats::mean_var(&v);
+    if m > 0.0 { var.sqrt() / m } else { 0.0 }
+}
+
+fn command_warnings(before: &Side, after: &Side) -> Option<Warning> {
+    let (b, a) = (before.command.join(" "), after.command.join(" "));
+    let prog = |c: &[String]| {
+        c.first()
+            .map(|p| p.rsplit('/').next().unwrap_or(p).to_string())
+    };
+    if prog(&before.command) != prog(&after.command) {
+        Some(Warning::DifferentCommands { before: b, after: a })
+    } else if before.command.get(1..) != after.command.get(1..) {
+        Some(Warning::DifferentArguments { before: b, after: a })
+    } else {
+        None
+    }
+}
+
+/// Compare two sides.
+pub fn compare(before: &Side, after: &Side) -> Comparison {
+    let mut warnings: Vec<Warning> = command_warnings(before, after).into_iter().collect();
+    for (name, s) in [("BEFORE", before), ("AFTER", after)] {
+        if s.profile.is_none() {
+            warnings.push(Warning::BaselineOnly {
+                side: name.into(),
+                why: s
+                    .missing_profile
+                    .clone()
+                    .unwrap_or_else(|| "no recording".into()),
+            });
+        }
+        let runs = info(s).runs;
+        if runs < 2 {
+            warnings.push(Warning::TooFewRuns {
+                side: name.into(),
+                runs,
+            });
+        }
+    }
+    let metrics: Vec<MetricChange> = METRICS
+        .iter()
+        .map(|&(k, u, t, f)| {
+            metric(
+                k,
+                u,
+                t,
+                &values(before.baseline.as_ref(), f),
+                &values(after.baseline.as_ref(), f),
+            )
+        })
+        .collect();
+    let functions = match (&before.profile, &after.profile) {
+        (Some(pb), Some(pa)) => {
+            let (tb, ta) = (FunctionTable::of(pb), FunctionTable::of(pa));
+            let nb = Noise {
+                period_ms: tb.period_ms,
+                cv: wall_cv(before.baseline.as_ref()),
+            };
+            let na = Noise {
+                period_ms: ta.period_ms,
+                cv: wall_cv(after.baseline.as_ref()),
+            };
+            functions::changes(&tb, &ta, nb, na)
+        }
+        _ => Vec::new(),
+    };
+    let wall = metrics.first();
+    let verdict = wall.map_or(Verdict::Unknown, |m| m.verdict);
+    Comparison {
+        format: FORMAT.into(),
+        version: VERSION,
+        verdict_line: wall.map_or_else(|| "wall time: unknown".into(), render::verdict_line),
+        verdict,
+        before: info(before),
+        after: info(after),
+        baseline_only: before.profile.is_none() || after.profile.is_none(),
+        metrics,
+        functions,
+        method: METHOD.into(),
+        warnings: warnings
+            .into_iter()
+            .map(|w| WarningOut {
+                message: w.message(),
+                warning: w,
+            })
+            .collect(),
+    }
+}
+
+const METHOD: &str = "metrics: medians of the counted runs; change with a 95% bootstrap \
+interval (2000 resamples, fixed seed); verdict from Welch's t-test on the runs, p < 0.05; \
+runs needed for 80% power at the observed spread. functions: ms in each side's profiled \
+run, significant when |z| > 3.29 with Poisson sampling noise plus the runs' wall-time \
+spread.";
+
+impl Comparison {
+    /// The wall metric's change when it got slower with significance, percent.
+    pub fn significant_slowdown_pct(&self) -> Option<f64> {
+        let m = self.metrics.first()?;
+        (m.verdict == Verdict::Slower).then_some(m.change_pct?)
+    }
+}
