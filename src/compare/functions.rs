@@ -180,8 +180,8 @@ pub fn round3(x: f64) -> f64 {
     (x * 1e3).round() / 1e3
 }
 
-/// The functions whose self time (wall or CPU) changed most, then total wall, largest
-/// first.
+/// The functions whose self time changed significantly, then the others; each group by
+/// the size of the change (wall or CPU, then total wall), largest first.
 pub fn changes(
     before: &FunctionTable,
     after: &FunctionTable,
@@ -213,8 +213,9 @@ pub fn changes(
     // function's wall time (run-queue waits) far more than its CPU time.
     let size = |f: &FunctionChange| f.self_wall.change_ms.abs().max(f.self_cpu.change_ms.abs());
     out.sort_by(|x, y| {
-        size(y)
-            .total_cmp(&size(x))
+        y.significant
+            .cmp(&x.significant)
+            .then(size(y).total_cmp(&size(x)))
             .then(y.total_wall.change_ms.abs().total_cmp(&x.total_wall.change_ms.abs()))
             .then(x.function.cmp(&y.function))
     });

@@ -96,10 +96,18 @@ fn read_side(input: &Path) -> Result<Side, Error> {
     let base = input.join("baseline.json");
     if input.is_dir() && base.is_file() {
         let text = std::fs::read(&base).map_err(|e| Error::io(&base, e))?;
-        let doc: BaselineDoc = serde_json::from_slice(&text).map_err(|e| Error::BadRecording {
+        let bad = |e: serde_json::Error| Error::BadRecording {
             path: base.clone(),
             why: format!("not a profmap baseline.json ({e})"),
-        })?;
+        };
+        let mut v: serde_json::Value = serde_json::from_slice(&text).map_err(bad)?;
+        // baseline.json leaves out the per-run timelines.
+        if let Some(runs) = v.pointer_mut("/baseline/runs").and_then(|r| r.as_array_mut()) {
+            for r in runs.iter_mut().filter_map(|r| r.as_object_mut()) {
+                r.entry("timeline").or_insert_with(|| serde_json::json!([]));
+            }
+        }
+        let doc: BaselineDoc = serde_json::from_value(v).map_err(bad)?;
         return Ok(Side {
             input: shown,
             command: doc.command,
