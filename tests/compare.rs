@@ -97,7 +97,10 @@ fn a_doubled_function_is_the_largest_significant_change_and_fails_the_gate() {
     assert_eq!(f["significant"], true, "{f}");
     // func_one's own CPU time doubles: +100% within honest tolerance.
     let pct = f["self_cpu"]["change_pct"].as_f64().unwrap();
-    assert!((60.0..=140.0).contains(&pct), "func_one self CPU change {pct}%");
+    assert!(
+        (60.0..=140.0).contains(&pct),
+        "func_one self CPU change {pct}%"
+    );
     let wall = metric(&c, "wall_ms");
     assert_eq!(wall["verdict"], "slower", "{wall}");
     assert_eq!(c["verdict"], "slower");
@@ -108,9 +111,15 @@ fn a_doubled_function_is_the_largest_significant_change_and_fails_the_gate() {
     assert!(first.contains("wall time: slower"), "{md}");
     assert!(md.contains("func_one"), "{md}");
     let svg = std::fs::read_to_string(out.path().join("flamegraph-diff.svg")).unwrap();
-    assert!(svg.contains("func_one") && svg.contains("<svg"), "differential flamegraph");
+    assert!(
+        svg.contains("func_one") && svg.contains("<svg"),
+        "differential flamegraph"
+    );
     let html = std::fs::read_to_string(out.path().join("compare.html")).unwrap();
-    assert!(html.contains("<iframe") && html.contains("srcdoc="), "flamegraph in an iframe");
+    assert!(
+        html.contains("<iframe") && html.contains("srcdoc="),
+        "flamegraph in an iframe"
+    );
 }
 
 #[test]
@@ -176,7 +185,10 @@ fn a_bench_folder_gives_a_baseline_only_comparison() {
         assert_eq!(c["baseline_only"], true, "{round}");
         assert!(c["functions"].as_array().unwrap().is_empty(), "{round}");
         assert!(metric(&c, "wall_ms")["before_median"].as_f64().unwrap() > 0.0);
-        assert!(stderr.contains("baseline-only comparison"), "{round}: {stderr}");
+        assert!(
+            stderr.contains("baseline-only comparison"),
+            "{round}: {stderr}"
+        );
         assert!(!out.join("flamegraph-diff.svg").exists(), "{round}");
         std::fs::remove_file(bench.join("profile.json.gz")).ok();
     }

@@ -8,8 +8,9 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::plan::{
-    AroundCommands, CommandsPlan, ComparePlan, ExportFormat, ExportPlan, InputPlan, InstrumentPlan, MeasurePlan,
-    Mode, NamedCommand, OutputPlan, Plan, ReportPlan, SamplePlan, SessionPlan, Stdin, TargetSpec,
+    AroundCommands, CommandsPlan, ComparePlan, ExportFormat, ExportPlan, InputPlan, InstrumentPlan,
+    MeasurePlan, Mode, NamedCommand, OutputPlan, Plan, ReportPlan, SamplePlan, SessionPlan, Stdin,
+    TargetSpec,
 };
 
 /// Two examples shown with every usage error.

@@ -19,7 +19,8 @@ use crate::profile::SampledProfile;
 fn strip_id(frame: &str) -> &str {
     match frame.rsplit_once(" (") {
         Some((name, rest))
-            if rest.ends_with(')') && rest[..rest.len() - 1].chars().all(|c| c.is_ascii_digit()) =>
+            if rest.ends_with(')')
+                && rest[..rest.len() - 1].chars().all(|c| c.is_ascii_digit()) =>
         {
             name
         }
@@ -62,15 +63,17 @@ pub fn svg(before: &SampledProfile, after: &SampledProfile) -> Result<Vec<u8>, E
     let text = String::from_utf8_lossy(&diff);
     let mut opt = Options::default();
     opt.title = "profmap compare: BEFORE → AFTER".into();
-    opt.subtitle =
-        Some("width: AFTER's time; red: more time than BEFORE, blue: less (µs)".into());
+    opt.subtitle = Some("width: AFTER's time; red: more time than BEFORE, blue: less (µs)".into());
     opt.count_name = "µs".into();
     let mut out = Vec::new();
     if text.trim().is_empty() {
         return Ok(b"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"600\" height=\"40\"><text x=\"10\" y=\"25\">no samples on either side: nothing to draw</text></svg>\n".to_vec());
     }
-    from_lines(&mut opt, text.lines(), &mut out)
-        .map_err(|e| Error::Tool(format!("inferno could not draw the differential flamegraph: {e}")))?;
+    from_lines(&mut opt, text.lines(), &mut out).map_err(|e| {
+        Error::Tool(format!(
+            "inferno could not draw the differential flamegraph: {e}"
+        ))
+    })?;
     Ok(out)
 }
 
@@ -81,7 +84,10 @@ mod tests {
     #[test]
     fn ids_are_stripped_from_names_only() {
         assert_eq!(strip_id("two_funcs (1234)"), "two_funcs");
-        assert_eq!(strip_id("two_funcs (3 processes)"), "two_funcs (3 processes)");
+        assert_eq!(
+            strip_id("two_funcs (3 processes)"),
+            "two_funcs (3 processes)"
+        );
         assert_eq!(strip_id("f (x)"), "f (x)");
         assert_eq!(strip_id("main"), "main");
     }

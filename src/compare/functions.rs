@@ -189,7 +189,13 @@ pub fn changes(
     na: Noise,
 ) -> Vec<FunctionChange> {
     let names: BTreeSet<&String> = before.times.keys().chain(after.times.keys()).collect();
-    let share = |t: f64, tot: f64| if tot > 0.0 { round3(t / tot * 100.0) } else { 0.0 };
+    let share = |t: f64, tot: f64| {
+        if tot > 0.0 {
+            round3(t / tot * 100.0)
+        } else {
+            0.0
+        }
+    };
     let mut out: Vec<FunctionChange> = names
         .into_iter()
         .map(|n| {
@@ -216,7 +222,12 @@ pub fn changes(
         y.significant
             .cmp(&x.significant)
             .then(size(y).total_cmp(&size(x)))
-            .then(y.total_wall.change_ms.abs().total_cmp(&x.total_wall.change_ms.abs()))
+            .then(
+                y.total_wall
+                    .change_ms
+                    .abs()
+                    .total_cmp(&x.total_wall.change_ms.abs()),
+            )
             .then(x.function.cmp(&y.function))
     });
     out.truncate(MAX_FUNCTIONS);

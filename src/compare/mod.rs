@@ -123,9 +123,9 @@ impl Warning {
                 "different commands: BEFORE ran `{before}`, AFTER ran `{after}` — compared \
                  anyway; make sure that is what you meant"
             ),
-            Warning::DifferentArguments { before, after } => format!(
-                "same program, different arguments: `{before}` vs `{after}`"
-            ),
+            Warning::DifferentArguments { before, after } => {
+                format!("same program, different arguments: `{before}` vs `{after}`")
+            }
             Warning::BaselineOnly { side, why } => format!(
                 "{side} has no deep profile ({why}): baseline-only comparison, no functions \
                  or flamegraph — use `profmap run` on both sides for them"
@@ -177,7 +177,9 @@ const METRICS: &[(&str, &str, bool, Extract)] = &[
     ("read_bytes", "B", false, |r| Some(r.read_bytes as f64)),
     ("write_bytes", "B", false, |r| Some(r.write_bytes as f64)),
     ("voluntary_cs", "", false, |r| Some(r.voluntary_cs as f64)),
-    ("involuntary_cs", "", false, |r| Some(r.involuntary_cs as f64)),
+    ("involuntary_cs", "", false, |r| {
+        Some(r.involuntary_cs as f64)
+    }),
 ];
 
 fn values(b: Option<&Baseline>, f: Extract) -> Vec<f64> {
@@ -255,9 +257,15 @@ fn command_warnings(before: &Side, after: &Side) -> Option<Warning> {
             .map(|p| p.rsplit('/').next().unwrap_or(p).to_string())
     };
     if prog(&before.command) != prog(&after.command) {
-        Some(Warning::DifferentCommands { before: b, after: a })
+        Some(Warning::DifferentCommands {
+            before: b,
+            after: a,
+        })
     } else if before.command.get(1..) != after.command.get(1..) {
-        Some(Warning::DifferentArguments { before: b, after: a })
+        Some(Warning::DifferentArguments {
+            before: b,
+            after: a,
+        })
     } else {
         None
     }

@@ -19,7 +19,9 @@ pub fn verdict_line(m: &MetricChange) -> String {
         (Some(l), Some(h)) => format!("95% CI {l:+.1}% … {h:+.1}%"),
         _ => "no CI".to_string(),
     };
-    let p = m.p_value.map_or("p unknown".into(), |p| format!("p = {p:.4}"));
+    let p = m
+        .p_value
+        .map_or("p unknown".into(), |p| format!("p = {p:.4}"));
     let change = m.change_pct.map_or("?".into(), |c| format!("{c:+.1}%"));
     match m.verdict {
         Verdict::Faster | Verdict::Slower => format!(
@@ -79,7 +81,10 @@ pub fn markdown(c: &Comparison) -> String {
         let _ = writeln!(s, "- warning: {}", md_cell(&w.message));
     }
     let _ = writeln!(s, "\n### Metrics (medians of the counted runs)\n");
-    let _ = writeln!(s, "| metric | before | after | change | 95% CI | p | verdict |");
+    let _ = writeln!(
+        s,
+        "| metric | before | after | change | 95% CI | p | verdict |"
+    );
     let _ = writeln!(s, "| --- | ---: | ---: | ---: | --- | ---: | --- |");
     for m in &c.metrics {
         let _ = writeln!(
@@ -102,7 +107,10 @@ pub fn markdown(c: &Comparison) -> String {
             s,
             "\n### Functions (ms in the profiled run, before → after; * significant)\n"
         );
-        let _ = writeln!(s, "| function | self wall | self CPU | total wall | total CPU | self share |");
+        let _ = writeln!(
+            s,
+            "| function | self wall | self CPU | total wall | total CPU | self share |"
+        );
         let _ = writeln!(s, "| --- | --- | --- | --- | --- | --- |");
         for f in &c.functions {
             let _ = writeln!(
@@ -137,12 +145,18 @@ pub fn html(c: &Comparison, flame: Option<&[u8]>) -> String {
          td,th{border:1px solid #ccc;padding:3px 8px}td.n{text-align:right}\
          .sig{font-weight:bold}</style></head><body>\n",
     );
-    let _ = writeln!(s, "<h1>Comparison</h1>\n<p><b>{}</b></p>", esc(&c.verdict_line));
+    let _ = writeln!(
+        s,
+        "<h1>Comparison</h1>\n<p><b>{}</b></p>",
+        esc(&c.verdict_line)
+    );
     for w in &c.warnings {
         let _ = writeln!(s, "<p>warning: {}</p>", esc(&w.message));
     }
-    s.push_str("<h2>Metrics</h2>\n<table><tr><th>metric</th><th>before</th><th>after</th>\
-                <th>change</th><th>95% CI</th><th>p</th><th>verdict</th></tr>\n");
+    s.push_str(
+        "<h2>Metrics</h2>\n<table><tr><th>metric</th><th>before</th><th>after</th>\
+                <th>change</th><th>95% CI</th><th>p</th><th>verdict</th></tr>\n",
+    );
     for m in &c.metrics {
         let _ = writeln!(
             s,
@@ -160,8 +174,10 @@ pub fn html(c: &Comparison, flame: Option<&[u8]>) -> String {
     }
     s.push_str("</table>\n");
     if !c.functions.is_empty() {
-        s.push_str("<h2>Functions</h2>\n<table><tr><th>function</th><th>self wall</th>\
-                    <th>self CPU</th><th>total wall</th><th>total CPU</th></tr>\n");
+        s.push_str(
+            "<h2>Functions</h2>\n<table><tr><th>function</th><th>self wall</th>\
+                    <th>self CPU</th><th>total wall</th><th>total CPU</th></tr>\n",
+        );
         for f in &c.functions {
             let _ = writeln!(
                 s,
@@ -205,7 +221,12 @@ pub fn terminal(c: &Comparison) -> String {
         );
     }
     for f in c.functions.iter().take(5) {
-        let _ = writeln!(s, "  {:<40} self wall {}", f.function, delta_cell(&f.self_wall));
+        let _ = writeln!(
+            s,
+            "  {:<40} self wall {}",
+            f.function,
+            delta_cell(&f.self_wall)
+        );
     }
     let _ = writeln!(s, "profmap: {}", c.verdict_line);
     s

@@ -30,7 +30,12 @@ pub fn compare(plan: &ComparePlan) -> Result<i32, Error> {
         _ => None,
     };
     outfile::write_file(&out, "compare.json", &json, false)?;
-    outfile::write_file(&out, "compare.md", compare::render::markdown(&c).as_bytes(), false)?;
+    outfile::write_file(
+        &out,
+        "compare.md",
+        compare::render::markdown(&c).as_bytes(),
+        false,
+    )?;
     let html = compare::render::html(&c, flame.as_deref());
     outfile::write_file(&out, "compare.html", html.as_bytes(), false)?;
     match &flame {
@@ -90,7 +95,9 @@ fn read_side(input: &Path) -> Result<Side, Error> {
                 .is_none()
                 .then(|| "its recording holds no deep profile: a `bench` session".into()),
             baseline: rec.baseline,
-            profile: rec.sampled.map(|p| crate::analyse::analysed_profile(&p).into_owned()),
+            profile: rec
+                .sampled
+                .map(|p| crate::analyse::analysed_profile(&p).into_owned()),
         });
     }
     let base = input.join("baseline.json");
@@ -102,7 +109,10 @@ fn read_side(input: &Path) -> Result<Side, Error> {
         };
         let mut v: serde_json::Value = serde_json::from_slice(&text).map_err(bad)?;
         // baseline.json leaves out the per-run timelines.
-        if let Some(runs) = v.pointer_mut("/baseline/runs").and_then(|r| r.as_array_mut()) {
+        if let Some(runs) = v
+            .pointer_mut("/baseline/runs")
+            .and_then(|r| r.as_array_mut())
+        {
             for r in runs.iter_mut().filter_map(|r| r.as_object_mut()) {
                 r.entry("timeline").or_insert_with(|| serde_json::json!([]));
             }

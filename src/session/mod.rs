@@ -27,8 +27,8 @@ use crate::report::summary::Status;
 use crate::target;
 use crate::ui;
 
-pub mod dirfd;
 mod compare_io;
+pub mod dirfd;
 mod escalate;
 mod hooks;
 pub mod lock;
@@ -40,8 +40,8 @@ pub mod runlog;
 mod stdin;
 mod trace;
 
-pub use multi::run_commands;
 pub use compare_io::compare;
+pub use multi::run_commands;
 pub use outputs::{OWN_FILES, Written, write_outputs};
 
 /// The output folder when none is given.
