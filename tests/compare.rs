@@ -110,6 +110,18 @@ fn a_doubled_function_is_the_largest_significant_change_and_fails_the_gate() {
     let first = md.lines().find(|l| l.starts_with("**")).unwrap();
     assert!(first.contains("wall time: slower"), "{md}");
     assert!(md.contains("func_one"), "{md}");
+    let step = c["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|st| st["path"].as_str().unwrap().ends_with(";func_one"))
+        .unwrap_or_else(|| panic!("func_one's step: {}", c["steps"]));
+    let (b, a) = (
+        step["before_cpu_ms"].as_f64().unwrap(),
+        step["after_cpu_ms"].as_f64().unwrap(),
+    );
+    assert!(a > 1.5 * b, "func_one's step CPU {b} → {a} ms");
+    assert!(md.contains("### Steps"), "{md}");
     let svg = std::fs::read_to_string(out.path().join("flamegraph-diff.svg")).unwrap();
     assert!(
         svg.contains("func_one") && svg.contains("<svg"),

@@ -15,19 +15,6 @@ use inferno::flamegraph::{Options, from_lines};
 use crate::error::Error;
 use crate::profile::SampledProfile;
 
-/// `name (123)` → `name`; other frames unchanged.
-fn strip_id(frame: &str) -> &str {
-    match frame.rsplit_once(" (") {
-        Some((name, rest))
-            if rest.ends_with(')')
-                && rest[..rest.len() - 1].chars().all(|c| c.is_ascii_digit()) =>
-        {
-            name
-        }
-        _ => frame,
-    }
-}
-
 /// Folded stacks of `p` with process and thread ids removed, equal lines summed.
 pub fn folded_without_ids(p: &SampledProfile) -> String {
     let mut merged: BTreeMap<String, u64> = BTreeMap::new();
@@ -39,7 +26,7 @@ pub fn folded_without_ids(p: &SampledProfile) -> String {
         let frames: Vec<&str> = stack
             .split(';')
             .enumerate()
-            .map(|(i, f)| if i < 2 { strip_id(f) } else { f })
+            .map(|(i, f)| if i < 2 { super::parts::strip_id(f) } else { f })
             .collect();
         *merged.entry(frames.join(";")).or_default() += n;
     }
@@ -75,20 +62,4 @@ pub fn svg(before: &SampledProfile, after: &SampledProfile) -> Result<Vec<u8>, E
         ))
     })?;
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::strip_id;
-
-    #[test]
-    fn ids_are_stripped_from_names_only() {
-        assert_eq!(strip_id("two_funcs (1234)"), "two_funcs");
-        assert_eq!(
-            strip_id("two_funcs (3 processes)"),
-            "two_funcs (3 processes)"
-        );
-        assert_eq!(strip_id("f (x)"), "f (x)");
-        assert_eq!(strip_id("main"), "main");
-    }
 }

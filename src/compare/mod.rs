@@ -8,6 +8,8 @@
 //!   resolve the observed difference. Time metrics are faster/slower, others lower/higher.
 //! - Functions (self and total, wall and CPU) from each side's profiled run, judged from
 //!   their sample counts plus the runs' spread (see `functions`).
+//! - Steps (critical-path wall and CPU time) and resources (blocked time, round trips)
+//!   from each side's analysis (`parts`).
 //! - A differential flamegraph (`flame`).
 //!
 //! Invariants: the verdict is the wall-time metric's; unknown is None, never 0; a side
@@ -16,6 +18,7 @@
 
 pub mod flame;
 pub mod functions;
+pub mod parts;
 pub mod render;
 pub mod stats;
 
@@ -161,6 +164,12 @@ pub struct Comparison {
     pub metrics: Vec<MetricChange>,
     /// Largest changes first; empty when baseline-only.
     pub functions: Vec<FunctionChange>,
+    /// Steps of the performance map whose wall time changed most; empty when
+    /// baseline-only.
+    pub steps: Vec<parts::StepChange>,
+    /// Resources waited on, blocked time and round trips before/after; empty when
+    /// neither side blocked on one (or baseline-only).
+    pub resources: Vec<parts::ResourceChange>,
     /// How the figures were judged.
     pub method: String,
     pub warnings: Vec<WarningOut>,
@@ -304,6 +313,13 @@ pub fn compare(before: &Side, after: &Side) -> Comparison {
             )
         })
         .collect();
+    let (steps, resources) = match (&before.profile, &after.profile) {
+        (Some(pb), Some(pa)) => {
+            let (ab, aa) = (crate::analyse::analyse(pb), crate::analyse::analyse(pa));
+            (parts::steps(&ab, &aa), parts::resources(&ab, &aa))
+        }
+        _ => (Vec::new(), Vec::new()),
+    };
     let functions = match (&before.profile, &after.profile) {
         (Some(pb), Some(pa)) => {
             let (tb, ta) = (FunctionTable::of(pb), FunctionTable::of(pa));
@@ -331,6 +347,8 @@ pub fn compare(before: &Side, after: &Side) -> Comparison {
         baseline_only: before.profile.is_none() || after.profile.is_none(),
         metrics,
         functions,
+        steps,
+        resources,
         method: METHOD.into(),
         warnings: warnings
             .into_iter()

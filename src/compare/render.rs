@@ -1,5 +1,5 @@
 //! Views of a [`Comparison`]: the verdict sentence, compare.md (verdict line first, then
-//! tables of metrics and functions), compare.html (the same tables plus the differential
+//! tables of metrics, functions, steps and resources), compare.html (the same tables plus the differential
 //! flamegraph in an `<iframe srcdoc>`, so its zoom script works) and the short terminal
 //! table. Every view renders from the typed result; `|` is escaped in Markdown cells
 //! and text is escaped in HTML.
@@ -126,8 +126,54 @@ pub fn markdown(c: &Comparison) -> String {
             );
         }
     }
+    parts_markdown(c, &mut s);
     let _ = writeln!(s, "\nMethod: {}", c.method);
     s
+}
+
+fn trips(x: Option<u64>) -> String {
+    x.map_or("–".into(), |n| n.to_string())
+}
+
+/// The steps and resources tables of compare.md (when there are rows).
+fn parts_markdown(c: &Comparison, s: &mut String) {
+    if !c.steps.is_empty() {
+        let _ = writeln!(s, "\n### Steps (critical-path ms, before → after)\n");
+        let _ = writeln!(s, "| step | wall | CPU | change |");
+        let _ = writeln!(s, "| --- | --- | --- | ---: |");
+        for st in &c.steps {
+            let _ = writeln!(
+                s,
+                "| {} | {} → {} | {} → {} | {:+.1} |",
+                md_cell(&st.path),
+                opt(st.before_wall_ms),
+                opt(st.after_wall_ms),
+                opt(st.before_cpu_ms),
+                opt(st.after_cpu_ms),
+                st.change_wall_ms
+            );
+        }
+    }
+    if !c.resources.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n### Resources (blocked ms and round trips, before → after)\n"
+        );
+        let _ = writeln!(s, "| resource | blocked | round trips |");
+        let _ = writeln!(s, "| --- | --- | --- |");
+        for r in &c.resources {
+            let _ = writeln!(
+                s,
+                "| {} {} | {} → {} | {} → {} |",
+                r.kind,
+                md_cell(&r.name),
+                opt(r.before_blocked_ms),
+                opt(r.after_blocked_ms),
+                trips(r.before_round_trips),
+                trips(r.after_round_trips)
+            );
+        }
+    }
 }
 
 fn esc(s: &str) -> String {
@@ -187,6 +233,39 @@ pub fn html(c: &Comparison, flame: Option<&[u8]>) -> String {
                 esc(&delta_cell(&f.self_cpu)),
                 esc(&delta_cell(&f.total_wall)),
                 esc(&delta_cell(&f.total_cpu))
+            );
+        }
+        s.push_str("</table>\n");
+    }
+    if !c.steps.is_empty() {
+        s.push_str(
+            "<h2>Steps</h2>\n<table><tr><th>step</th><th>wall ms</th><th>CPU ms</th></tr>\n",
+        );
+        for st in &c.steps {
+            let _ = writeln!(
+                s,
+                "<tr><td>{}</td><td>{} → {}</td><td>{} → {}</td></tr>",
+                esc(&st.path),
+                opt(st.before_wall_ms),
+                opt(st.after_wall_ms),
+                opt(st.before_cpu_ms),
+                opt(st.after_cpu_ms)
+            );
+        }
+        s.push_str("</table>\n");
+    }
+    if !c.resources.is_empty() {
+        s.push_str("<h2>Resources</h2>\n<table><tr><th>resource</th><th>blocked ms</th><th>round trips</th></tr>\n");
+        for r in &c.resources {
+            let _ = writeln!(
+                s,
+                "<tr><td>{} {}</td><td>{} → {}</td><td>{} → {}</td></tr>",
+                esc(&r.kind),
+                esc(&r.name),
+                opt(r.before_blocked_ms),
+                opt(r.after_blocked_ms),
+                trips(r.before_round_trips),
+                trips(r.after_round_trips)
             );
         }
         s.push_str("</table>\n");
