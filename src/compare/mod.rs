@@ -18,13 +18,18 @@
 
 pub mod flame;
 pub mod functions;
+mod metrics;
 pub mod parts;
 pub mod render;
 pub mod stats;
+mod warnings;
+
+use metrics::{METRICS, metric, values};
+pub use warnings::{Warning, WarningOut};
 
 use serde::Serialize;
 
-use crate::profile::{Baseline, RunMeasurement, SampledProfile};
+use crate::profile::{Baseline, SampledProfile};
 use functions::{FunctionChange, FunctionTable, Noise};
 
 /// compare.json's format name and version.
@@ -105,49 +110,6 @@ pub struct MetricChange {
     pub runs_needed: Option<u32>,
 }
 
-/// Something that makes the comparison less certain (typed, with its fix in the text).
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Warning {
-    /// The two sides ran different programs.
-    DifferentCommands { before: String, after: String },
-    /// Same program, other arguments.
-    DifferentArguments { before: String, after: String },
-    /// A side has no deep profile: baseline only.
-    BaselineOnly { side: String, why: String },
-    /// A side has fewer than 2 counted runs: no test possible.
-    TooFewRuns { side: String, runs: usize },
-}
-
-impl Warning {
-    pub fn message(&self) -> String {
-        match self {
-            Warning::DifferentCommands { before, after } => format!(
-                "different commands: BEFORE ran `{before}`, AFTER ran `{after}` — compared \
-                 anyway; make sure that is what you meant"
-            ),
-            Warning::DifferentArguments { before, after } => {
-                format!("same program, different arguments: `{before}` vs `{after}`")
-            }
-            Warning::BaselineOnly { side, why } => format!(
-                "{side} has no deep profile ({why}): baseline-only comparison, no functions \
-                 or flamegraph — use `profmap run` on both sides for them"
-            ),
-            Warning::TooFewRuns { side, runs } => format!(
-                "{side} has {runs} counted run(s): no significance test — use --runs 3 or more"
-            ),
-        }
-    }
-}
-
-/// A warning as written in compare.json.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct WarningOut {
-    #[serde(flatten)]
-    pub warning: Warning,
-    pub message: String,
-}
-
 /// The whole comparison (compare.json).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Comparison {
@@ -173,70 +135,6 @@ pub struct Comparison {
     /// How the figures were judged.
     pub method: String,
     pub warnings: Vec<WarningOut>,
-}
-
-/// One row per baseline metric: key, unit, whether it is a time, its figure of a run.
-type Extract = fn(&RunMeasurement) -> Option<f64>;
-const METRICS: &[(&str, &str, bool, Extract)] = &[
-    ("wall_ms", "ms", true, |r| Some(r.wall_ms)),
-    ("cpu_ms", "ms", true, |r| Some(r.cpu_ms())),
-    ("user_ms", "ms", true, |r| Some(r.user_ms)),
-    ("sys_ms", "ms", true, |r| Some(r.sys_ms)),
-    ("max_rss_kb", "KiB", false, |r| Some(r.max_rss_kb as f64)),
-    ("read_bytes", "B", false, |r| Some(r.read_bytes as f64)),
-    ("write_bytes", "B", false, |r| Some(r.write_bytes as f64)),
-    ("voluntary_cs", "", false, |r| Some(r.voluntary_cs as f64)),
-    ("involuntary_cs", "", false, |r| {
-        Some(r.involuntary_cs as f64)
-    }),
-];
-
-fn values(b: Option<&Baseline>, f: Extract) -> Vec<f64> {
-    b.map(|b| b.counted().filter_map(f).collect())
-        .unwrap_or_default()
-}
-
-fn metric(key: &str, unit: &str, time: bool, before: &[f64], after: &[f64]) -> MetricChange {
-    use functions::round3;
-    let mb = crate::stats::median(before);
-    let ma = crate::stats::median(after);
-    let change = match (mb, ma) {
-        (Some(b), Some(a)) if b > 0.0 => Some(round3((a / b - 1.0) * 100.0)),
-        _ => None,
-    };
-    let ci = if mb.is_some_and(|b| b > 0.0) {
-        stats::bootstrap_median_change(before, after)
-    } else {
-        None
-    };
-    let p = stats::welch(before, after).map(|(_, _, p)| p);
-    let significant = p.is_some_and(|p| p < stats::ALPHA);
-    let up = ma.zip(mb).is_some_and(|(a, b)| a > b);
-    let verdict = match (p, significant, time, up) {
-        (None, ..) => Verdict::Unknown,
-        (_, false, ..) => Verdict::NoSignificantChange,
-        (_, true, true, true) => Verdict::Slower,
-        (_, true, true, false) => Verdict::Faster,
-        (_, true, false, true) => Verdict::Higher,
-        (_, true, false, false) => Verdict::Lower,
-    };
-    MetricChange {
-        metric: key.to_string(),
-        unit: unit.to_string(),
-        before_median: mb.map(round3),
-        after_median: ma.map(round3),
-        change_pct: change,
-        ci_low_pct: ci.map(|c| round3(c.0)),
-        ci_high_pct: ci.map(|c| round3(c.1)),
-        p_value: p.map(|p| (p * 1e6).round() / 1e6),
-        significant,
-        verdict,
-        runs_needed: if significant {
-            None
-        } else {
-            stats::runs_needed(before, after)
-        },
-    }
 }
 
 fn info(s: &Side) -> SideInfo {
