@@ -302,9 +302,10 @@ pub fn terminal(c: &Comparison) -> String {
     for f in c.functions.iter().take(5) {
         let _ = writeln!(
             s,
-            "  {:<40} self wall {}",
+            "  {:<36} self wall {}  self CPU {}",
             f.function,
-            delta_cell(&f.self_wall)
+            delta_cell(&f.self_wall),
+            delta_cell(&f.self_cpu)
         );
     }
     let _ = writeln!(s, "profmap: {}", c.verdict_line);
