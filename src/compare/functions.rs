@@ -2,7 +2,8 @@
 //!
 //! A sample's self function is the innermost non-inlined frame of its stack (off-CPU:
 //! the innermost user or Python frame, the kernel frames being the wait path), as the
-//! hotspots count it; its total functions are every distinct function on the stack.
+//! hotspots count it; its total functions are every distinct function on the stack (an
+//! off-CPU interval's kernel frames excepted: they are the wait path).
 //! Off-CPU intervals that another profiled thread ended (a waker is recorded) are left
 //! out of wall time: the waker's own samples hold that time. Times are ms in the one
 //! profiled run of each side (ms per run).
@@ -89,6 +90,8 @@ impl FunctionTable {
             let distinct: BTreeSet<String> = frames
                 .iter()
                 .filter(|f| f.kind != FrameKind::Synthetic)
+                // An off-CPU interval's kernel frames are its wait path, not work.
+                .filter(|f| on_cpu || f.kind != FrameKind::Kernel)
                 .map(|f| key(&f.function, f.module.as_deref()))
                 .collect();
             for k in distinct {

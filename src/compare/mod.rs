@@ -263,8 +263,8 @@ pub fn compare(before: &Side, after: &Side) -> Comparison {
 const METHOD: &str = "metrics: medians of the counted runs; change with a 95% bootstrap \
 interval (2000 resamples, fixed seed); verdict from Welch's t-test on the runs, p < 0.05; \
 runs needed for 80% power at the observed spread. functions: ms in each side's profiled \
-run, significant when |z| > 3.29 with Poisson sampling noise plus the runs' wall-time \
-spread.";
+run, significant when |z| > 3.29 with Poisson sampling noise plus the runs' spread \
+(wall-time spread for wall figures, CPU-time spread for CPU figures).";
 
 impl Comparison {
     /// The wall metric's change when it got slower with significance, percent.
