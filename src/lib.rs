@@ -12,6 +12,7 @@
 
 pub mod analyse;
 pub mod cli;
+pub mod compare;
 pub mod error;
 pub mod export;
 pub mod instrument;
@@ -52,6 +53,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
         Plan::Sessions(c) => session::run_commands(c),
         Plan::Report(r) => session::report(r),
         Plan::Export(e) => session::export(e),
+        Plan::Compare(c) => session::compare(c),
         Plan::Doctor => {
             ui::to_stdout(&ui::doctor(&sample::probe_capabilities()));
             Ok(0)

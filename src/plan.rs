@@ -22,6 +22,25 @@ pub enum Plan {
     Instrument(InstrumentPlan),
     /// Write a recording in another tool's format (`export`).
     Export(ExportPlan),
+    /// Compare two sessions, before and after (`compare`).
+    Compare(ComparePlan),
+}
+
+/// `profmap compare BEFORE AFTER [--out DIR] [--json] [--fail-if-slower PCT]`.
+#[derive(Debug, Clone)]
+pub struct ComparePlan {
+    /// An output folder or a recording, before the change.
+    pub before: PathBuf,
+    /// The same, after the change.
+    pub after: PathBuf,
+    /// Output folder (default `compare_output`).
+    pub out: Option<PathBuf>,
+    /// Print compare.json on stdout.
+    pub json_stdout: bool,
+    pub quiet: bool,
+    /// Exit 1 when the wall-time median got slower by more than this percent, with
+    /// significance.
+    pub fail_if_slower_pct: Option<f64>,
 }
 
 /// Another tool's file format a recording can be written in.

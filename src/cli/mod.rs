@@ -8,8 +8,9 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::plan::{
-    AroundCommands, CommandsPlan, ExportFormat, ExportPlan, InputPlan, InstrumentPlan, MeasurePlan,
-    Mode, NamedCommand, OutputPlan, Plan, ReportPlan, SamplePlan, SessionPlan, Stdin, TargetSpec,
+    AroundCommands, CommandsPlan, ComparePlan, ExportFormat, ExportPlan, InputPlan, InstrumentPlan,
+    MeasurePlan, Mode, NamedCommand, OutputPlan, Plan, ReportPlan, SamplePlan, SessionPlan, Stdin,
+    TargetSpec,
 };
 
 /// Two examples shown with every usage error.
@@ -59,6 +60,9 @@ enum Cmd {
     /// Write a recording in another tool's format (pprof, speedscope, Firefox Profiler,
     /// Chrome trace / Perfetto, collapsed stacks).
     Export(ExportArgs),
+    /// Compare two sessions (output folders or recordings): baseline verdict with
+    /// significance, largest function changes, differential flamegraph.
+    Compare(CompareArgs),
     /// Print what this machine allows (perf events, tracepoints, symbols, ...), with fixes.
     Doctor,
     /// Edit timing wrappers into Python sources, list them, remove them byte for byte.
@@ -344,6 +348,36 @@ fn parameter_values(a: &TargetArgs) -> Result<Option<(String, Vec<String>)>, Str
 }
 
 #[derive(Debug, Args)]
+struct CompareArgs {
+    /// Before the change: an output folder of `run`/`record`/`bench`, or a recording.
+    before: PathBuf,
+    /// After the change: the same.
+    after: PathBuf,
+    /// Output folder for compare.json, compare.md, compare.html, flamegraph-diff.svg
+    /// (default ./compare_output).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print compare.json on stdout, and nothing else there.
+    #[arg(long)]
+    json: bool,
+    /// Quiet: no table on stderr.
+    #[arg(short, long)]
+    quiet: bool,
+    /// Exit 1 when the wall-time median got slower by more than PCT percent with
+    /// significance (for CI gates).
+    #[arg(long, value_name = "PCT", value_parser = parse_pct)]
+    fail_if_slower: Option<f64>,
+}
+
+/// A non-negative percentage.
+fn parse_pct(s: &str) -> Result<f64, String> {
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("'{s}' is not a percentage (e.g. 10)")),
+    }
+}
+
+#[derive(Debug, Args)]
 struct ReportArgs {
     /// A recording (profile.json.gz) or a folder holding one.
     #[arg(default_value = "profile_output")]
@@ -461,6 +495,14 @@ pub fn parse(args: Vec<OsString>) -> Parsed {
             input: a.input,
             format: a.format,
             out: a.out,
+        })),
+        Cmd::Compare(a) => Ok(Plan::Compare(ComparePlan {
+            before: a.before,
+            after: a.after,
+            out: a.out,
+            json_stdout: a.json,
+            quiet: a.quiet,
+            fail_if_slower_pct: a.fail_if_slower,
         })),
         Cmd::Doctor => Ok(Plan::Doctor),
         Cmd::Instrument(i) => Ok(Plan::Instrument(match i {

@@ -27,6 +27,7 @@ use crate::report::summary::Status;
 use crate::target;
 use crate::ui;
 
+mod compare_io;
 pub mod dirfd;
 mod escalate;
 mod hooks;
@@ -39,6 +40,7 @@ pub mod runlog;
 mod stdin;
 mod trace;
 
+pub use compare_io::compare;
 pub use multi::run_commands;
 pub use outputs::{OWN_FILES, Written, write_outputs};
 
