@@ -6,9 +6,12 @@
 //! target ─► measure ─► sample ─► symbolize ─► profile ─► analyse ─► report / export
 //! ```
 //!
+//! `compare` (before/after of two recordings) stands beside the line, reading what
+//! `analyse` and `export` make of each side.
+//!
 //! Layering rule: a module uses only modules to its left, plus `profile`, `plan` and
-//! `error`. `analyse`, `report` and `export` never touch /proc, perf_event or the
-//! terminal. Only `run` (this file) uses `cli`.
+//! `error`. `analyse`, `report`, `export` and `compare` never touch /proc, perf_event or
+//! the terminal. Only `run` (this file) uses `cli`.
 
 pub mod analyse;
 pub mod cli;
