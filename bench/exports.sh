@@ -16,13 +16,13 @@
 #
 # Needs: cc, python3, a release build (built here); py-spy and samply optional
 # (`pip install py-spy`, `cargo install samply`). Env: RUNS (default 5), FREQ (10000),
-# C_ARG (three_funcs argument, default 400000000 ≈ 10 s at 10 kHz here), PY_REPS (60),
+# C_ARG (three_funcs argument, default 550000000 ≈ 100k samples at 10 kHz here), PY_REPS (60),
 # KEEP=1 (keep the work folder).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5}
 FREQ=${FREQ:-10000}
-C_ARG=${C_ARG:-400000000}
+C_ARG=${C_ARG:-550000000}
 PY_REPS=${PY_REPS:-60}
 WRITE=${1:-}
 command -v cc >/dev/null || { echo "needs a C compiler (cc)" >&2; exit 2; }
@@ -78,7 +78,9 @@ def size(p):
     return os.path.getsize(p) if os.path.exists(p) else None
 
 def kib(b):
-    return "—" if b is None else f"{b / 1024:,.0f} KiB"
+    if b is None:
+        return "—"
+    return f"{b:,} B" if b < 10240 else f"{b / 1024:,.0f} KiB"
 
 rows = []
 files = {"folded": "stacks.folded", "pprof": "profile.pb.gz", "speedscope": "speedscope.json",
