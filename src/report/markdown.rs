@@ -5,6 +5,7 @@
 use std::fmt::Write;
 
 use super::names::short;
+use super::rows;
 
 use super::baseline::BaselineSummary;
 use super::map::ProfileResult;
@@ -297,35 +298,7 @@ fn render_hotspots(o: &mut String, list: &[Hotspot]) {
         return;
     }
     let _ = writeln!(o, "### Hotspots (self time)\n");
-    let rows: Vec<Vec<String>> = list
-        .iter()
-        .map(|x| {
-            vec![
-                short(&x.function),
-                f(x.self_time_ms, 1),
-                f(x.self_share_pct, 1),
-                f(x.self_cpu_time_ms, 1),
-                f(x.total_share_pct, 1),
-                if x.on_cpu { "on-CPU" } else { "off-CPU" }.into(),
-                x.module.clone().unwrap_or_default(),
-                x.location.clone().unwrap_or_default(),
-            ]
-        })
-        .collect();
-    table(
-        o,
-        &[
-            "function",
-            "self ms",
-            "self %",
-            "self CPU ms",
-            "total %",
-            "where",
-            "module",
-            "location",
-        ],
-        &rows,
-    );
+    table(o, &rows::HOTSPOT_HEADER, &rows::hotspot_rows(list));
 }
 
 /// How the shares were made: the critical path's figures.
@@ -561,47 +534,12 @@ fn render_quality(o: &mut String, q: &super::map::MeasurementQuality) {
     table(o, &["figure", "value"], &rows);
 }
 
-/// One row per step, children indented under their parent.
-fn step_rows(s: &Step, depth: usize, rows: &mut Vec<Vec<String>>) {
-    let trunc = if s.truncated { " …" } else { "" };
-    rows.push(vec![
-        s.id.clone(),
-        format!("{}{}{trunc}", "  ".repeat(depth), short(&s.function)),
-        f(s.wall_time_ms, 1),
-        f(s.thread_time_ms, 1),
-        f(s.cpu_time_ms, 1),
-        f(s.time_share_pct, 1),
-        s.classification.as_str().to_string(),
-        s.location.clone().unwrap_or_default(),
-    ]);
-    for ch in &s.children {
-        step_rows(ch, depth + 1, rows);
-    }
-}
-
 fn render_steps(o: &mut String, steps: &[Step]) {
     if steps.is_empty() {
         return;
     }
     let _ = writeln!(o, "### Steps\n");
-    let mut rows = Vec::new();
-    for s in steps {
-        step_rows(s, 0, &mut rows);
-    }
-    table(
-        o,
-        &[
-            "id",
-            "step",
-            "wall ms",
-            "thread ms",
-            "CPU ms",
-            "share %",
-            "class",
-            "location",
-        ],
-        &rows,
-    );
+    table(o, &rows::STEP_HEADER, &rows::step_rows(steps, "  "));
 }
 
 fn render_bottlenecks(o: &mut String, list: &[Bottleneck]) {

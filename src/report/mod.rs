@@ -12,6 +12,7 @@ pub mod markdown;
 pub mod names;
 pub mod perfmap;
 pub mod quality;
+pub mod rows;
 pub mod summary;
 
 pub use map::PerformanceMap;

@@ -6,7 +6,7 @@ use super::esc::{self, Sort, num, opt};
 use crate::analyse::classify::WaitCategory;
 use crate::analyse::{Hotspot, Step};
 use crate::report::map::PerformanceMapSection;
-use crate::report::names::short;
+use crate::report::rows;
 
 /// Hotspots by self time, as the map orders them.
 pub fn hotspots(o: &mut String, list: &[Hotspot]) {
@@ -15,54 +15,8 @@ pub fn hotspots(o: &mut String, list: &[Hotspot]) {
         esc::para(o, "No deep profile: no hotspots.");
         return;
     }
-    let rows: Vec<Vec<String>> = list
-        .iter()
-        .map(|x| {
-            vec![
-                short(&x.function),
-                num(x.self_time_ms, 1),
-                num(x.self_share_pct, 1),
-                num(x.self_cpu_time_ms, 1),
-                num(x.total_share_pct, 1),
-                if x.on_cpu { "on-CPU" } else { "off-CPU" }.into(),
-                x.module.clone().unwrap_or_default(),
-                x.location.clone().unwrap_or_default(),
-            ]
-        })
-        .collect();
-    let header = [
-        "function",
-        "self ms",
-        "self %",
-        "self CPU ms",
-        "total %",
-        "where",
-        "module",
-        "location",
-    ];
-    esc::table(o, &header, &rows, Sort::Yes, &[1, 2, 3, 4]);
-}
-
-/// One row per step, children indented under their parent (tree order).
-fn step_rows(s: &Step, depth: usize, rows: &mut Vec<Vec<String>>) {
-    let trunc = if s.truncated { " …" } else { "" };
-    rows.push(vec![
-        s.id.clone(),
-        format!(
-            "{}{}{trunc}",
-            "\u{a0}\u{a0}".repeat(depth),
-            short(&s.function)
-        ),
-        num(s.wall_time_ms, 1),
-        num(s.thread_time_ms, 1),
-        num(s.cpu_time_ms, 1),
-        num(s.time_share_pct, 1),
-        s.classification.as_str().to_string(),
-        s.location.clone().unwrap_or_default(),
-    ]);
-    for ch in &s.children {
-        step_rows(ch, depth + 1, rows);
-    }
+    let rows = rows::hotspot_rows(list);
+    esc::table(o, &rows::HOTSPOT_HEADER, &rows, Sort::Yes, &[1, 2, 3, 4]);
 }
 
 /// The step tree as a table.
@@ -72,21 +26,8 @@ pub fn steps(o: &mut String, list: &[Step]) {
         esc::para(o, "No deep profile: no steps.");
         return;
     }
-    let mut rows = Vec::new();
-    for s in list {
-        step_rows(s, 0, &mut rows);
-    }
-    let header = [
-        "id",
-        "step",
-        "wall ms",
-        "thread ms",
-        "CPU ms",
-        "share %",
-        "class",
-        "location",
-    ];
-    esc::table(o, &header, &rows, Sort::Yes, &[2, 3, 4, 5]);
+    let rows = rows::step_rows(list, "\u{a0}\u{a0}");
+    esc::table(o, &rows::STEP_HEADER, &rows, Sort::Yes, &[2, 3, 4, 5]);
 }
 
 /// Critical-path and thread time per wait category, largest critical time first.
