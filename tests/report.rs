@@ -129,3 +129,31 @@ fn fixture_map_and_report_snapshots() {
         insta::assert_snapshot!(format!("{name}__report_md"), md);
     }
 }
+
+#[test]
+fn report_into_another_folder_copies_the_recording_byte_for_byte() {
+    use std::io::{Read, Write};
+    let d = report_into_tempdir(&fixtures()[0]);
+    // Re-compressed at another level: re-encoding it would give other bytes.
+    let mut json = Vec::new();
+    flate2::read::GzDecoder::new(
+        std::fs::File::open(d.path().join("profile.json.gz")).expect("open"),
+    )
+    .read_to_end(&mut json)
+    .expect("gunzip");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(&json).expect("gzip");
+    std::fs::write(d.path().join("profile.json.gz"), gz.finish().expect("gzip")).expect("write");
+    let other = tempfile::tempdir().expect("tempdir");
+    profmap()
+        .args(["report", "-q"])
+        .arg(d.path())
+        .arg("--out")
+        .arg(other.path())
+        .assert()
+        .success();
+    let a = std::fs::read(d.path().join("profile.json.gz")).expect("source");
+    let b = std::fs::read(other.path().join("profile.json.gz")).expect("copy");
+    assert_eq!(a, b, "the recording is copied, not re-encoded");
+    read_json(&other.path().join("performance_map.json"));
+}

@@ -299,18 +299,25 @@ pub fn report(plan: &ReportPlan) -> Result<i32, Error> {
     let same =
         std::fs::canonicalize(&input).ok() == std::fs::canonicalize(out.join(RECORDING)).ok();
     let status = status_of(&rec);
-    let keep: &[&str] = if same {
-        &[RUN_LOG, RECORDING]
-    } else {
-        &[RUN_LOG]
-    };
+    let private = outfile::private_outputs();
+    // A gzip recording read unchanged is not re-encoded: its bytes, already validated,
+    // are copied (plain JSON, e.g. a hand-made fixture, is written as gzip).
+    let mut encode = false;
+    if !same {
+        let bytes = std::fs::read(&input).map_err(|e| Error::io(&input, e))?;
+        if bytes.starts_with(&[0x1f, 0x8b]) {
+            outfile::write_file(&out, RECORDING, &bytes, private)?;
+        } else {
+            encode = true;
+        }
+    }
     let t = outputs::Target {
         out: &out,
         oplan: &plan.output,
-        keep,
-        private: outfile::private_outputs(),
+        keep: &[RUN_LOG, RECORDING],
+        private,
     };
-    let w = write_outputs(&rec, &t, status, None, !same)?;
+    let w = write_outputs(&rec, &t, status, None, encode)?;
     finish_terminal(&plan.output, &w, None);
     Ok(0)
 }
