@@ -124,18 +124,8 @@ fn render_traced(o: &mut String, traced: &[crate::profile::TracedFunction]) {
 /// Part B: what `profmap instrument` had in place when the session ran.
 fn render_changelog(o: &mut String, changes: &[crate::profile::InstrumentedFile]) {
     let _ = writeln!(o, "## Part B — instrumentation changelog\n");
-    let rows: Vec<Vec<String>> = changes
-        .iter()
-        .map(|c| {
-            vec![
-                c.file.clone(),
-                c.change_type.clone(),
-                c.what.clone(),
-                c.lines.clone(),
-            ]
-        })
-        .collect();
-    table(o, &["File", "Change type", "What", "Lines"], &rows);
+    let rows = rows::changelog_rows(changes);
+    table(o, &rows::CHANGELOG_HEADER, &rows);
     if rows.is_empty() {
         let _ = writeln!(o, "No file was instrumented in this session.");
     } else {
@@ -301,43 +291,13 @@ fn render_hotspots(o: &mut String, list: &[Hotspot]) {
     table(o, &rows::HOTSPOT_HEADER, &rows::hotspot_rows(list));
 }
 
-/// How the shares were made: the critical path's figures.
-/// "Where the waiting goes": the resources the threads blocked on, most first.
 /// Where the time went by kind of wait: the critical path's share per category beside
-/// the summed thread time, in [`crate::analyse::classify::CATEGORY_FACTS`]' order of
-/// the categories with any time, largest critical time first.
+/// the summed thread time, largest critical time first.
 fn render_wait_classes(o: &mut String, pm: &super::map::PerformanceMapSection) {
-    use crate::analyse::classify::WaitCategory;
-    let (Some(crit), Some(thread)) = (&pm.wait_breakdown_ms, &pm.thread_wait_breakdown_ms) else {
-        return;
-    };
-    let total: f64 = crit.values().sum();
-    let mut rows: Vec<(f64, Vec<String>)> = WaitCategory::ALL
-        .iter()
-        .filter_map(|c| {
-            let (k, t) = (crit.get(c.key()).copied(), thread.get(c.key()).copied());
-            if k.unwrap_or(0.0) < 0.05 && t.unwrap_or(0.0) < 0.05 {
-                return None;
-            }
-            let share = match (k, total > 0.0) {
-                (Some(k), true) => f(100.0 * k / total, 1),
-                _ => "—".into(),
-            };
-            let row = vec![
-                c.key().to_string(),
-                c.describe().to_string(),
-                c.classification().as_str().to_string(),
-                k.map_or("—".into(), |v| f(v, 1)),
-                share,
-                t.map_or("—".into(), |v| f(v, 1)),
-            ];
-            Some((k.unwrap_or(0.0), row))
-        })
-        .collect();
+    let rows = rows::wait_class_rows(pm);
     if rows.is_empty() {
         return;
     }
-    rows.sort_by(|a, b| b.0.total_cmp(&a.0));
     let _ = writeln!(o, "### Wait classes\n");
     let _ = writeln!(
         o,
@@ -345,19 +305,7 @@ fn render_wait_classes(o: &mut String, pm: &super::map::PerformanceMapSection) {
          waited for (its shares add to 100%), thread ms the summed time of every thread \
          (idle pools and waits for profiled work included).\n"
     );
-    let rows: Vec<Vec<String>> = rows.into_iter().map(|(_, r)| r).collect();
-    table(
-        o,
-        &[
-            "category",
-            "what",
-            "class",
-            "critical ms",
-            "share %",
-            "thread ms",
-        ],
-        &rows,
-    );
+    table(o, &rows::WAIT_CLASS_HEADER, &rows);
 }
 
 fn render_resources(o: &mut String, rs: &[crate::analyse::resources::ResourceUse]) {

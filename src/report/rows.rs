@@ -1,8 +1,11 @@
 //! Table rows shared by report.md and report.html: the same columns, the same figures
 //! (one decimal), the same shortened names — each view only frames and escapes them.
 
+use super::map::PerformanceMapSection;
 use super::names::short;
+use crate::analyse::classify::WaitCategory;
 use crate::analyse::{Hotspot, Step};
+use crate::profile::InstrumentedFile;
 
 /// The hotspot table's columns.
 pub const HOTSPOT_HEADER: [&str; 8] = [
@@ -74,4 +77,63 @@ fn push_step(s: &Step, depth: usize, indent: &str, rows: &mut Vec<Vec<String>>) 
     for ch in &s.children {
         push_step(ch, depth + 1, indent, rows);
     }
+}
+
+/// The wait-class table's columns.
+pub const WAIT_CLASS_HEADER: [&str; 6] = [
+    "category",
+    "what",
+    "class",
+    "critical ms",
+    "share %",
+    "thread ms",
+];
+
+/// Critical-path and summed thread time per wait category with any time, largest
+/// critical time first; empty without a deep profile.
+pub fn wait_class_rows(pm: &PerformanceMapSection) -> Vec<Vec<String>> {
+    let (Some(crit), Some(thread)) = (&pm.wait_breakdown_ms, &pm.thread_wait_breakdown_ms) else {
+        return Vec::new();
+    };
+    let total: f64 = crit.values().sum();
+    let opt = |v: Option<f64>| v.map_or("—".to_string(), f);
+    let mut rows: Vec<(f64, Vec<String>)> = WaitCategory::ALL
+        .iter()
+        .filter_map(|c| {
+            let (k, t) = (crit.get(c.key()).copied(), thread.get(c.key()).copied());
+            if k.unwrap_or(0.0) < 0.05 && t.unwrap_or(0.0) < 0.05 {
+                return None;
+            }
+            let share = k.filter(|_| total > 0.0).map(|k| 100.0 * k / total);
+            let row = vec![
+                c.key().to_string(),
+                c.describe().to_string(),
+                c.classification().as_str().to_string(),
+                opt(k),
+                opt(share),
+                opt(t),
+            ];
+            Some((k.unwrap_or(0.0), row))
+        })
+        .collect();
+    rows.sort_by(|a, b| b.0.total_cmp(&a.0));
+    rows.into_iter().map(|(_, r)| r).collect()
+}
+
+/// The instrumentation changelog's columns (Part B).
+pub const CHANGELOG_HEADER: [&str; 4] = ["File", "Change type", "What", "Lines"];
+
+/// One row per inserted block or created file.
+pub fn changelog_rows(changes: &[InstrumentedFile]) -> Vec<Vec<String>> {
+    changes
+        .iter()
+        .map(|c| {
+            vec![
+                c.file.clone(),
+                c.change_type.clone(),
+                c.what.clone(),
+                c.lines.clone(),
+            ]
+        })
+        .collect()
 }

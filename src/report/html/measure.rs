@@ -6,6 +6,7 @@ use std::fmt::Write;
 use super::esc::{self, Sort, bytes, num, text};
 use crate::report::baseline::BaselineSummary;
 use crate::report::map::{MeasurementQuality, ProfileResult};
+use crate::report::rows;
 
 /// Every metric's statistics over the counted runs, then the medians by dimension.
 pub fn baseline(o: &mut String, b: Option<&BaselineSummary>) {
@@ -147,23 +148,6 @@ pub fn changelog(o: &mut String, pr: &ProfileResult) {
         esc::para(o, "No file was instrumented in this session.");
         return;
     }
-    let rows: Vec<Vec<String>> = pr
-        .instrumentation_changes
-        .iter()
-        .map(|c| {
-            vec![
-                c.file.clone(),
-                c.change_type.clone(),
-                c.what.clone(),
-                c.lines.clone(),
-            ]
-        })
-        .collect();
-    esc::table(
-        o,
-        &["File", "Change type", "What", "Lines"],
-        &rows,
-        Sort::No,
-        &[],
-    );
+    let rows = rows::changelog_rows(&pr.instrumentation_changes);
+    esc::table(o, &rows::CHANGELOG_HEADER, &rows, Sort::No, &[]);
 }

@@ -3,7 +3,6 @@
 //! A section whose data is absent (a `bench` session) says so or is left out.
 
 use super::esc::{self, Sort, num, opt};
-use crate::analyse::classify::WaitCategory;
 use crate::analyse::{Hotspot, Step};
 use crate::report::map::PerformanceMapSection;
 use crate::report::rows;
@@ -32,49 +31,17 @@ pub fn steps(o: &mut String, list: &[Step]) {
 
 /// Critical-path and thread time per wait category, largest critical time first.
 pub fn wait_classes(o: &mut String, pm: &PerformanceMapSection) {
-    let (Some(crit), Some(thread)) = (&pm.wait_breakdown_ms, &pm.thread_wait_breakdown_ms) else {
-        return;
-    };
-    let total: f64 = crit.values().sum();
-    let mut rows: Vec<(f64, Vec<String>)> = WaitCategory::ALL
-        .iter()
-        .filter_map(|c| {
-            let (k, t) = (crit.get(c.key()).copied(), thread.get(c.key()).copied());
-            if k.unwrap_or(0.0) < 0.05 && t.unwrap_or(0.0) < 0.05 {
-                return None;
-            }
-            let share = k.filter(|_| total > 0.0).map(|k| 100.0 * k / total);
-            let row = vec![
-                c.key().to_string(),
-                c.describe().to_string(),
-                c.classification().as_str().to_string(),
-                opt(k, 1),
-                opt(share, 1),
-                opt(t, 1),
-            ];
-            Some((k.unwrap_or(0.0), row))
-        })
-        .collect();
+    let rows = rows::wait_class_rows(pm);
     if rows.is_empty() {
         return;
     }
-    rows.sort_by(|a, b| b.0.total_cmp(&a.0));
     esc::heading(o, "waits", "Wait classes");
     esc::para(
         o,
         "The run's time by what its threads were doing: critical ms is the part the run \
          waited for (its shares add to 100%), thread ms the summed time of every thread.",
     );
-    let rows: Vec<Vec<String>> = rows.into_iter().map(|(_, r)| r).collect();
-    let header = [
-        "category",
-        "what",
-        "class",
-        "critical ms",
-        "share %",
-        "thread ms",
-    ];
-    esc::table(o, &header, &rows, Sort::Yes, &[3, 4, 5]);
+    esc::table(o, &rows::WAIT_CLASS_HEADER, &rows, Sort::Yes, &[3, 4, 5]);
 }
 
 /// What the threads blocked on, most blocked time first (left out when none).
