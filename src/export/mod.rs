@@ -42,12 +42,22 @@ impl<'a> Input<'a> {
     pub fn new(rec: &'a Recording) -> Option<Input<'a>> {
         let profile = crate::analyse::analysed_profile(rec.sampled.as_ref()?);
         let a = crate::analyse::analyse(&profile);
-        Some(Input {
+        Some(Input::with_analysis(rec, profile, &a))
+    }
+
+    /// The input for `rec` when its profile (as [`crate::analyse::analysed_profile`]
+    /// gives it) has been analysed already.
+    pub fn with_analysis(
+        rec: &'a Recording,
+        profile: std::borrow::Cow<'a, SampledProfile>,
+        a: &crate::analyse::Analysis,
+    ) -> Input<'a> {
+        Input {
             rec,
             profile,
-            categories: a.call_tree.sample_categories,
-            resources: a.call_tree.sample_resources,
-        })
+            categories: a.call_tree.sample_categories.clone(),
+            resources: a.call_tree.sample_resources.clone(),
+        }
     }
 
     /// Sample `i`'s category (`other` when out of range).

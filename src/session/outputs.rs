@@ -9,6 +9,7 @@
 //!   that cannot be written — the old summary is removed; the error names the folder
 //!   and its free space.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -162,8 +163,14 @@ fn write_all(
             ] {
                 artifacts.insert(k.into(), v.into());
             }
-            write_exports(rec, t, done, &mut artifacts)?;
-            Some(timed("analysis", || deep_view(rec, p)))
+            // One analysis serves the exports and the map.
+            let p = analyse::analysed_profile(p);
+            let a = timed("analysis", || analyse::analyse(&p));
+            if !t.oplan.exports.is_empty() {
+                let input = crate::export::Input::with_analysis(rec, Cow::Borrowed(&*p), &a);
+                write_exports(&input, t, done, &mut artifacts)?;
+            }
+            Some(timed("diagnosis", || deep_view(rec, &p, a)))
         }
         None => None,
     };
@@ -283,36 +290,28 @@ fn write_profile_views(
 /// The `--export` formats, each under its file name, listed in the artifacts under
 /// the format's name.
 fn write_exports(
-    rec: &Recording,
+    input: &crate::export::Input,
     t: &Target,
     done: &mut Done,
     artifacts: &mut BTreeMap<String, String>,
 ) -> Result<(), Error> {
-    if t.oplan.exports.is_empty() {
-        return Ok(());
-    }
-    let Some(input) = crate::export::Input::new(rec) else {
-        return Ok(());
-    };
     for &f in &t.oplan.exports {
         let name = crate::export::exporter(f).file_name();
-        let bytes = timed(name, || crate::export::to_bytes(f, &input))?;
+        let bytes = timed(name, || crate::export::to_bytes(f, input))?;
         done.put(t, name, &bytes)?;
         artifacts.insert(f.name().to_string(), name.to_string());
     }
     Ok(())
 }
 
-/// The analysis and diagnosis of a deep profile, for the map.
-fn deep_view(rec: &Recording, p: &SampledProfile) -> DeepView {
-    // The diagnosis reads the analysis' per-sample tables beside the samples.
-    let p = analyse::analysed_profile(p);
-    let mut a = analyse::analyse(&p);
+/// The diagnosis of an analysed profile (`p` as the analysis saw it: the diagnosis reads
+/// its per-sample tables beside the samples), for the map.
+fn deep_view(rec: &Recording, p: &SampledProfile, mut a: analyse::Analysis) -> DeepView {
     if let Some(run) = &rec.profiled_run {
         analyse::add_run_evidence(&mut a, run);
     }
     let runs: Vec<_> = rec.baseline.iter().flat_map(|b| b.counted()).collect();
-    analyse::diagnose::run(&mut a, &p, rec.profiled_run.as_ref(), &runs);
+    analyse::diagnose::run(&mut a, p, rec.profiled_run.as_ref(), &runs);
     analyse::escalate::run(&mut a, rec);
     DeepView::from_analysis(&a)
 }
