@@ -12,7 +12,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{DEFAULT_OUT, OWN_FILES, lock, outfile, prepare_out_dir, run_session, session_meta};
+use super::{
+    DEFAULT_OUT, OWN_FILES, lock, outfile, outputs, prepare_out_dir, run_session, session_meta,
+};
 use crate::error::Error;
 use crate::measure;
 use crate::plan::CommandsPlan;
@@ -103,23 +105,13 @@ fn write(out: &Path, plan: &CommandsPlan, cmp: &Comparison) -> Result<(), Error>
     let json = serde_json::to_vec_pretty(cmp).map_err(|e| Error::Tool(e.to_string()))?;
     let o = &plan.template.output;
     outfile::write_file(out, "report.md", commands::markdown(cmp).as_bytes(), false)?;
-    match &o.summary_path {
-        Some(p) => {
-            let dir = p
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            let dir = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
-            let name = p
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or("summary.json");
-            outfile::write_file(&dir, name, &json, false)?;
-        }
-        None => {
-            outfile::write_file(out, "summary.json", &json, false)?;
-        }
-    }
+    let target = outputs::Target {
+        out,
+        oplan: o,
+        keep: &[],
+        private: false,
+    };
+    outputs::write_summary(&target, &json)?;
     if o.json_stdout {
         ui::to_stdout(&format!("{}\n", String::from_utf8_lossy(&json)));
     }

@@ -210,7 +210,7 @@ fn write_all(
 }
 
 /// summary.json in the folder, or at `--summary-path` (through a temporary beside it).
-fn write_summary(t: &Target, bytes: &[u8]) -> Result<(), Error> {
+pub(super) fn write_summary(t: &Target, bytes: &[u8]) -> Result<(), Error> {
     match &t.oplan.summary_path {
         Some(p) => {
             let dir = p
