@@ -329,6 +329,21 @@ pub struct SampleQuality {
     pub truncated_stacks: u64,
     /// Distinct addresses that could not be named.
     pub unnamed_addresses: u64,
+    /// Switch-out stack copies the kernel dropped at a high switch rate (the intervals'
+    /// durations were kept; their stacks were lent or partial).
+    #[serde(default)]
+    pub lost_stack_copies: u64,
+    /// Share of off-CPU time whose stack was lent by an earlier switch-out of the same
+    /// thread at the same call (not copied at this one); None when no off-CPU time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off_cpu_reused_stack_share: Option<f64>,
+    /// Share of off-CPU time whose switch-out copy was dropped but whose stack was read
+    /// through /proc while the thread still blocked in that call (an exact stack).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off_cpu_late_stack_share: Option<f64>,
+    /// Share of off-CPU time with only the kernel stack and leaf user frame.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off_cpu_partial_stack_share: Option<f64>,
     pub warnings: Vec<String>,
 }
 

@@ -190,6 +190,27 @@ fn sampled(s: &SampledProfile) -> Result<(), String> {
     file_reads(s)?;
     super::python::validate(&s.python)?;
     modules(s)?;
+    for (what, v) in [
+        (
+            "off_cpu_reused_stack_share",
+            s.quality.off_cpu_reused_stack_share,
+        ),
+        (
+            "off_cpu_late_stack_share",
+            s.quality.off_cpu_late_stack_share,
+        ),
+        (
+            "off_cpu_partial_stack_share",
+            s.quality.off_cpu_partial_stack_share,
+        ),
+    ] {
+        if let Some(v) = v
+            && !(0.0..=1.0).contains(&v)
+        {
+            return Err(format!("{what} is {v:?} (a share lies in 0..=1)"));
+        }
+    }
+    amount("lost_stack_copies", s.quality.lost_stack_copies)?;
     texts("sampling warning", &s.quality.warnings)
 }
 

@@ -56,6 +56,14 @@ pub enum QualityWarning {
         lost: u64,
         share_pct: f64,
     },
+    /// Switch-out stack copies dropped at a high switch rate (durations kept): the
+    /// off-CPU time whose stack was reused from an identical earlier call, or is partial.
+    ReusedStacks {
+        dropped: u64,
+        late_pct: f64,
+        reused_pct: f64,
+        partial_pct: f64,
+    },
     TruncatedStacks {
         count: u64,
         share_pct: f64,
@@ -104,6 +112,23 @@ impl QualityWarning {
                 "{} lost ({share_pct:.1}% of all): the profile misses that much of the run",
                 plural(*lost, "sample record")
             ),
+            W::ReusedStacks {
+                dropped,
+                late_pct,
+                reused_pct,
+                partial_pct,
+            } => format!(
+                "{} dropped at a high switch rate (every off-CPU duration kept): \
+                 {late_pct:.1}% of off-CPU time has its stack read while the thread still \
+                 blocked (exact), {reused_pct:.1}% the stack of the same thread's last \
+                 copied switch-out at the identical call (IP, SP, arguments, kernel stack), \
+                 {partial_pct:.1}% only the kernel stack and leaf frame",
+                if *dropped == 1 {
+                    "1 switch-out stack copy".to_string()
+                } else {
+                    format!("{dropped} switch-out stack copies")
+                }
+            ),
             W::TruncatedStacks { count, share_pct } => format!(
                 "{count} stacks ({share_pct:.1}% of samples and intervals) were cut where the \
                  copy of the user stack ended: their callers are missing"
@@ -150,7 +175,15 @@ impl QualityWarning {
             W::HighOverhead { .. } => {
                 "lower --frequency or --stack-bytes, or, if the target is noisy, raise --runs"
             }
-            W::LostSamples { .. } => "lower --frequency (or --stack-bytes) so the buffers keep up",
+            W::LostSamples { .. } => {
+                "lower --frequency (or --stack-bytes) so the buffers keep up; off-CPU \
+                 durations are lost only past ~100k switch-outs/s per CPU: lower the target's \
+                 switch rate (batch its hand-offs) or run it on fewer threads"
+            }
+            W::ReusedStacks { .. } => {
+                "lower --stack-bytes to copy more switch-out stacks per second, if a blocked \
+                 call's callers matter more than the cost"
+            }
             W::TruncatedStacks { .. } => "raise --stack-bytes (up to 65528)",
             W::UnwindFailures { .. } => {
                 "install debug symbols (unwind tables) for the modules involved, or build with \
@@ -342,6 +375,15 @@ fn sample_warnings(s: &SampledProfile) -> Vec<QualityWarning> {
         w.push(QualityWarning::LostSamples {
             lost: sq.lost_samples,
             share_pct: pct(sq.lost_samples, taken + sq.lost_samples),
+        });
+    }
+    if sq.lost_stack_copies > 0 {
+        let share = |v: Option<f64>| v.map_or(0.0, |x| x * 100.0);
+        w.push(QualityWarning::ReusedStacks {
+            dropped: sq.lost_stack_copies,
+            late_pct: share(sq.off_cpu_late_stack_share),
+            reused_pct: share(sq.off_cpu_reused_stack_share),
+            partial_pct: share(sq.off_cpu_partial_stack_share),
         });
     }
     if taken < MIN_SAMPLES && !measured_off_cpu(s) {

@@ -129,6 +129,15 @@ pub struct RawProfile {
     pub threads: Vec<RawThread>,
     /// Records the kernel dropped (PERF_RECORD_LOST), samples and others.
     pub lost_records: u64,
+    /// Stack copies of switch-outs the kernel dropped (their durations were kept).
+    pub lost_stack_copies: u64,
+    /// Off-CPU time recorded from switch records (ns), and how much of it has a stack
+    /// lent by an earlier switch-out at the same call, or only a partial stack.
+    pub off_cpu_ns: u64,
+    pub off_cpu_reused_stack_ns: u64,
+    /// Off-CPU time whose stack was read through /proc while the thread still blocked.
+    pub off_cpu_late_stack_ns: u64,
+    pub off_cpu_partial_stack_ns: u64,
     /// Stacks whose user part did not reach a root frame.
     pub unwind_failures: u64,
     /// Stacks whose user stack copy was full (the stack was deeper than the copy).

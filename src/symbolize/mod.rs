@@ -106,6 +106,10 @@ pub fn symbolize(raw: &RawProfile) -> SampledProfile {
         unwind_failures: raw.unwind_failures,
         truncated_stacks: raw.truncated_stacks,
         unnamed_addresses: unnamed,
+        lost_stack_copies: raw.lost_stack_copies,
+        off_cpu_reused_stack_share: share(raw.off_cpu_reused_stack_ns, raw.off_cpu_ns),
+        off_cpu_late_stack_share: share(raw.off_cpu_late_stack_ns, raw.off_cpu_ns),
+        off_cpu_partial_stack_share: share(raw.off_cpu_partial_stack_ns, raw.off_cpu_ns),
         warnings,
     };
     let mut profile = SampledProfile {
@@ -418,4 +422,9 @@ fn sym_frames(sym: &Sym<'_>, module: &str, kind: FrameKind) -> Vec<Frame> {
         });
     }
     out
+}
+
+/// `part / total`, unknown when nothing was recorded.
+fn share(part: u64, total: u64) -> Option<f64> {
+    (total > 0).then(|| part as f64 / total as f64)
 }

@@ -119,6 +119,32 @@ fn observe(pid: i32, tid: i32, stack_bytes: usize, time: u64) -> Option<Observat
     })
 }
 
+/// The user stack of a thread still blocked at the switch-out whose stack copy the kernel
+/// dropped (see `sampler`, "Switch-outs at high rates"): read from SP with
+/// `process_vm_readv` only when the thread's `syscall` file shows exactly that switch-out's
+/// user PC and SP, before and after the read. A thread that woke in between shows another
+/// PC or SP (or `running`) and gets nothing; one that woke and blocked again at the same
+/// PC and SP is in the same call with the same frames below SP.
+pub(crate) fn read_while_blocked(
+    pid: i32,
+    tid: i32,
+    pc: u64,
+    sp: u64,
+    len: usize,
+) -> Option<Vec<u8>> {
+    let syscall = format!("/proc/{pid}/task/{tid}/syscall");
+    let at = || {
+        std::fs::read_to_string(&syscall)
+            .ok()
+            .and_then(|s| syscall_pc_sp(&s))
+    };
+    if at()? != (pc, sp) {
+        return None;
+    }
+    let stack = read_stack(pid, sp, len);
+    (at() == Some((pc, sp)) && !stack.is_empty()).then_some(stack)
+}
+
 /// S or D from a `stat` line; `None` for any other state.
 fn blocked_state(stat: &str) -> Option<WaitState> {
     match stat_state(stat)? {

@@ -33,6 +33,7 @@ mod sampler;
 mod sidecar;
 mod sidetp;
 mod sockio;
+mod stackreuse;
 mod sys;
 mod syscalls;
 mod tracefs;

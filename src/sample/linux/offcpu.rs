@@ -43,6 +43,7 @@
 
 use std::collections::HashMap;
 
+use super::stackreuse::StackSource;
 use crate::profile::{WaitState, Waker};
 use crate::sample::RawWait;
 
@@ -53,6 +54,8 @@ use crate::sample::RawWait;
 pub(crate) const EXIT_WAKE_MAX_NS: u64 = 50_000_000;
 /// A switch sample older than this is not the one of a switch-out.
 const PARK_MAX_AGE_NS: u64 = 50_000_000;
+/// Switch samples of one tid closer than this are the two events of one switch-out.
+pub(crate) const SAME_SWITCH_NS: u64 = 100_000;
 /// How long before an interval's start a waking may be and still have ended it.
 pub(crate) const WAKE_SLACK_NS: u64 = 20_000;
 
@@ -66,6 +69,8 @@ pub(crate) struct SwitchSample {
     pub prev_state: Option<i64>,
     /// The blocked syscall's argument, for a thread going to sleep.
     pub wait: Option<RawWait>,
+    /// Whether `stack` was unwound from this switch-out's copy, or lent.
+    pub source: StackSource,
 }
 
 /// The thread left the CPU.
@@ -127,6 +132,7 @@ pub(crate) struct Interval {
     /// Its `time_ns` is absolute too.
     pub waker: Option<Waker>,
     pub wait: Option<RawWait>,
+    pub source: StackSource,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -136,6 +142,7 @@ struct Open {
     stack: Option<u32>,
     state: WaitState,
     wait: Option<RawWait>,
+    source: StackSource,
 }
 
 /// The off-CPU state machine.
@@ -157,6 +164,24 @@ impl OffCpu {
         if s.prev_state.is_some() {
             self.has_prev_state = true;
         }
+        // The two samples of one switch-out (stack-less and copied) arrive within
+        // microseconds: the better stack wins (see `StackSource::rank`), the earlier time
+        // stays.
+        if let Some(p) = self.parked.get(&s.tid)
+            && p.time.abs_diff(s.time) < SAME_SWITCH_NS
+        {
+            let best = if s.source.rank() >= p.source.rank() {
+                s
+            } else {
+                *p
+            };
+            let merged = SwitchSample {
+                time: p.time.min(s.time),
+                ..best
+            };
+            self.parked.insert(s.tid, merged);
+            return;
+        }
         self.parked.insert(s.tid, s);
     }
 
@@ -177,6 +202,7 @@ impl OffCpu {
                 pid: o.pid,
                 start: parked.map_or(o.time, |p| p.time.min(o.time)),
                 stack: parked.and_then(|p| p.stack),
+                source: parked.map_or(StackSource::Copied, |p| p.source),
                 state,
                 wait: parked
                     .and_then(|p| p.wait)
@@ -292,8 +318,33 @@ impl OffCpu {
             state: iv.state,
             waker,
             wait: iv.wait,
+            source: iv.source,
         });
     }
+}
+
+/// Off-CPU time in total and by where its stack came from (ns).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct StackSources {
+    pub total_ns: u64,
+    pub late_ns: u64,
+    pub reused_ns: u64,
+    pub partial_ns: u64,
+}
+
+/// Sum the intervals' durations by stack source.
+pub(crate) fn stack_sources(intervals: &[Interval]) -> StackSources {
+    let mut out = StackSources::default();
+    for iv in intervals {
+        out.total_ns += iv.duration;
+        match iv.source {
+            StackSource::Late => out.late_ns += iv.duration,
+            StackSource::Reused => out.reused_ns += iv.duration,
+            StackSource::Partial => out.partial_ns += iv.duration,
+            StackSource::Copied => {}
+        }
+    }
+    out
 }
 
 /// The wait state from the tracepoint's `prev_state` (None: software event only).
@@ -321,6 +372,7 @@ mod tests {
             stack: Some(stack),
             prev_state,
             wait: None,
+            source: StackSource::Copied,
         }
     }
 

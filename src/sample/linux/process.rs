@@ -33,6 +33,7 @@ use perf_event_open_sys::bindings as b;
 
 use super::fdres::Resolver;
 use super::offcpu::{self, OffCpu};
+use super::stackreuse::{self, StackReuse, StackSource};
 use super::sys::{OwnedRecord, REG_BP, REG_DI, REG_IP, REG_SI, REG_SP};
 use super::unwind::{self, ElfCache, ProcUnwinder};
 use crate::profile::{SampleKind, WaitState};
@@ -41,6 +42,18 @@ use crate::sample::{
     RawWait,
 };
 
+/// What identifies a switch-out sample for the late stack read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SwitchId {
+    /// The stack-copy event (else the stack-less one).
+    pub copy: bool,
+    pub pid: i32,
+    pub tid: i32,
+    pub time: u64,
+    pub pc: u64,
+    pub sp: u64,
+}
+
 /// What an event id stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum EventRole {
@@ -48,6 +61,9 @@ pub(crate) enum EventRole {
     OnCpu,
     /// The switch-out stack event; `prev_state` at this raw offset/size when known.
     SwitchOut { prev_state: Option<(usize, usize)> },
+    /// The stack-less switch-out event (every switch-out; registers and kernel
+    /// callchain only): its stack is lent by an earlier copied one (see `stackreuse`).
+    SwitchLite { prev_state: Option<(usize, usize)> },
     /// `sched:sched_waking`: the wakee's `pid` field at this raw offset/size; the
     /// sample's own pid/tid is the waker, its (kernel) callchain the waker's stack.
     Waking { wakee_pid: (usize, usize) },
@@ -139,6 +155,10 @@ pub(crate) struct Processor {
     kernel_names: Vec<String>,
     kernel_name_ids: HashMap<String, u32>,
     lost: u64,
+    /// Lost records of the stack-copy ring (stacks only: durations are elsewhere).
+    lost_stacks: u64,
+    /// Copied switch-out stacks by thread and call, lent to the stack-less ones.
+    reuse: StackReuse,
     unwind_failures: u64,
     truncated: u64,
     parse_errors: u64,
@@ -177,6 +197,8 @@ impl Processor {
             kernel_names: Vec::new(),
             kernel_name_ids: HashMap::new(),
             lost: 0,
+            lost_stacks: 0,
+            reuse: StackReuse::default(),
             unwind_failures: 0,
             truncated: 0,
             parse_errors: 0,
@@ -196,7 +218,8 @@ impl Processor {
         role: EventRole,
         info: &RecordParseInfo,
     ) -> Option<u32> {
-        if !matches!(role, EventRole::SwitchOut { .. }) {
+        // Every switch-out has a stack-less sample: the copied one would repeat it.
+        if !matches!(role, EventRole::SwitchLite { .. }) {
             return None;
         }
         let raw = RawEventRecord::new(
@@ -213,12 +236,52 @@ impl Processor {
         self.fds.resolve_fresh(pid, di)
     }
 
+    /// A switch-out sample's identity for the late stack read (see
+    /// `sampler::late_stacks`): whether it is the stack-copy event, and its pid, tid,
+    /// time and user PC and SP. `None` for any other record.
+    pub(crate) fn switch_id(
+        rec: &OwnedRecord,
+        role: EventRole,
+        info: &RecordParseInfo,
+    ) -> Option<SwitchId> {
+        let copy = match role {
+            EventRole::SwitchOut { .. } => true,
+            EventRole::SwitchLite { .. } => false,
+            _ => return None,
+        };
+        let raw = RawEventRecord::new(
+            RecordType(rec.record_type),
+            rec.misc,
+            RawData::Single(&rec.body),
+            *info,
+        );
+        let Ok(EventRecord::Sample(s)) = raw.parse() else {
+            return None;
+        };
+        let regs = s.user_regs.as_ref()?;
+        Some(SwitchId {
+            copy,
+            pid: s.pid?,
+            tid: s.tid?,
+            time: s.timestamp?,
+            pc: regs.get(REG_IP)?,
+            sp: regs.get(REG_SP)?,
+        })
+    }
+
+    /// The user stack of a thread still blocked at switch-out `id` (see
+    /// `blocked::read_while_blocked`), as many bytes as a copy would have held.
+    pub(crate) fn read_late(&self, id: &SwitchId) -> Option<Vec<u8>> {
+        super::blocked::read_while_blocked(id.pid, id.tid, id.pc, id.sp, self.stack_bytes as usize)
+    }
+
     pub(crate) fn handle(
         &mut self,
         rec: &OwnedRecord,
         role: EventRole,
         info: &RecordParseInfo,
         resolved: Option<u32>,
+        late: Option<&[u8]>,
     ) {
         let raw = RawEventRecord::new(
             RecordType(rec.record_type),
@@ -232,7 +295,7 @@ impl Processor {
             return;
         };
         match parsed {
-            EventRecord::Sample(s) => self.on_sample(&s, role, resolved),
+            EventRecord::Sample(s) => self.on_sample(&s, role, resolved, late),
             EventRecord::Comm(c) => {
                 let name = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
                 if c.is_execve {
@@ -305,6 +368,7 @@ impl Processor {
                 if let Some(t) = self.threads.get_mut(&e.tid) {
                     t.exited = true;
                 }
+                self.reuse.forget(e.tid);
                 if e.tid == e.pid
                     && let Some(p) = self.procs.get_mut(&e.pid)
                 {
@@ -319,6 +383,9 @@ impl Processor {
                         .or(common.timestamp)
                         .unwrap_or(0),
                 });
+            }
+            EventRecord::Lost(l) if matches!(role, EventRole::SwitchOut { .. }) => {
+                self.lost_stacks += l.count
             }
             EventRecord::Lost(l) => self.lost += l.count,
             EventRecord::ContextSwitch(cs) => self.on_switch(cs, &common),
@@ -421,6 +488,16 @@ impl Processor {
 
     /// Unwind a sample and intern its stack; returns the leaf node.
     fn stack_of(&mut self, s: &linux_perf_event_reader::SampleRecord) -> Option<u32> {
+        self.stack_from(s, None)
+    }
+
+    /// `stack_of` with the user stack bytes taken from `late` (read through /proc from
+    /// the sample's SP) instead of the sample's own copy.
+    fn stack_from(
+        &mut self,
+        s: &linux_perf_event_reader::SampleRecord,
+        late: Option<&[u8]>,
+    ) -> Option<u32> {
         let pid = s.pid.unwrap_or(0);
         // Split the callchain: kernel part and the kernel's frame-pointer user part.
         let mut kernel = Vec::new();
@@ -444,9 +521,10 @@ impl Processor {
             .user_regs
             .as_ref()
             .and_then(|r| Some((r.get(REG_IP)?, r.get(REG_SP)?, r.get(REG_BP).unwrap_or(0))));
-        let (stack_bytes, dyn_size) = match &s.user_stack {
-            Some((data, dyn_size)) => (data.as_slice().into_owned(), *dyn_size as usize),
-            None => (Vec::new(), 0),
+        let (stack_bytes, dyn_size) = match (late, &s.user_stack) {
+            (Some(bytes), _) => (bytes.to_vec(), bytes.len()),
+            (None, Some((data, dyn_size))) => (data.as_slice().into_owned(), *dyn_size as usize),
+            (None, None) => (Vec::new(), 0),
         };
         let stack = &stack_bytes[..dyn_size.min(stack_bytes.len())];
         let stack_full = dyn_size as u64 + 8 >= u64::from(self.stack_bytes);
@@ -505,12 +583,37 @@ impl Processor {
         s: &linux_perf_event_reader::SampleRecord,
         role: EventRole,
         resolved: Option<u32>,
+        late: Option<&[u8]>,
     ) {
         let (Some(pid), Some(tid), Some(time)) = (s.pid, s.tid, s.timestamp) else {
             self.parse_errors += 1;
             return;
         };
-        let stack = self.stack_of(s);
+        let (stack, source) = match role {
+            EventRole::SwitchLite { .. } => {
+                let key = stackreuse::key_of(s);
+                if let Some(bytes) = late {
+                    let st = self.stack_from(s, Some(bytes));
+                    if let Some(k) = key {
+                        self.reuse.remember(tid, k, st);
+                    }
+                    (st, StackSource::Late)
+                } else {
+                    match key.and_then(|k| self.reuse.lend(tid, k)) {
+                        Some(st) => (st, StackSource::Reused),
+                        None => (self.stack_of(s), StackSource::Partial),
+                    }
+                }
+            }
+            EventRole::SwitchOut { .. } => {
+                let st = self.stack_of(s);
+                if let Some(k) = stackreuse::key_of(s) {
+                    self.reuse.remember(tid, k, st);
+                }
+                (st, StackSource::Copied)
+            }
+            _ => (self.stack_of(s), StackSource::Copied),
+        };
         match role {
             EventRole::OnCpu => {
                 let weight = self.nominal_period_ns.or(s.period).unwrap_or(1_000_000);
@@ -525,7 +628,7 @@ impl Processor {
                     wait: None,
                 });
             }
-            EventRole::SwitchOut { prev_state } => {
+            EventRole::SwitchOut { prev_state } | EventRole::SwitchLite { prev_state } => {
                 let prev_state = prev_state.and_then(|f| raw_int(s, f));
                 let sleeping = offcpu::state_of(prev_state) != WaitState::Preempted;
                 let wait = match s.user_regs.as_ref().and_then(|r| r.get(REG_DI)) {
@@ -547,6 +650,7 @@ impl Processor {
                     stack,
                     prev_state,
                     wait,
+                    source,
                 });
             }
             EventRole::Waking { wakee_pid } => {
@@ -716,6 +820,7 @@ impl Processor {
         let looked = offcpu.looked();
         let threads = &self.threads;
         let intervals = offcpu.finish(end_ns, |tid| threads.get(&tid).is_some_and(|t| !t.exited));
+        let stacks = offcpu::stack_sources(&intervals);
         self.samples
             .extend(intervals.into_iter().map(|iv| off_cpu_sample(iv, t0_ns)));
         let mut samples = std::mem::take(&mut self.samples);
@@ -794,6 +899,11 @@ impl Processor {
             processes,
             threads,
             lost_records: self.lost,
+            lost_stack_copies: self.lost_stacks,
+            off_cpu_ns: stacks.total_ns,
+            off_cpu_reused_stack_ns: stacks.reused_ns,
+            off_cpu_late_stack_ns: stacks.late_ns,
+            off_cpu_partial_stack_ns: stacks.partial_ns,
             unwind_failures: self.unwind_failures,
             truncated_stacks: self.truncated,
             wakers_recorded: false,

@@ -30,6 +30,19 @@
 //!   records go to rings of their own, drained every millisecond by a second thread
 //!   that resolves a new socket or file at once (see `sidecar`, `evidence`).
 //!
+//! # Switch-outs at high rates
+//!
+//! Each switch-out is recorded twice: a *stack-less* event (registers IP, SP and the
+//! syscall arguments, the kernel callchain, `prev_state`: a few hundred bytes) into the
+//! main ring, and a *stack-copy* event (the same plus `stack_bytes` of user stack) into
+//! a smaller ring of its own. Durations come from the switch records in the main ring.
+//! Drop policy when the rate exceeds what the rings hold: stack copies go first (their
+//! ring fills first, the kernel drops them before copying anything, and they are counted
+//! apart as `lost_stack_copies`); a switch-out without its copy takes the stack of the
+//! same thread's last copied switch-out with the same IP, SP, syscall arguments and
+//! kernel stack (`process`), else the kernel stack and the leaf user frame. Durations
+//! are lost only when the main ring overflows, which is counted and warned about.
+//!
 //! # Draining
 //!
 //! A thread polls the rings every ≤10 ms and copies records out. Records of different
@@ -48,7 +61,8 @@ use linux_perf_event_reader::{RawData, RawEventRecord, RecordParseInfo, RecordTy
 use perf_event_open_sys::bindings as b;
 
 use super::blocked;
-use super::process::{EventRole, Processor};
+use super::offcpu;
+use super::process::{EventRole, Processor, SwitchId};
 use super::sidecar;
 use super::sys::{self, OwnedRecord, Ring};
 use super::tracefs;
@@ -59,13 +73,22 @@ use crate::sample::RawProfile;
 /// How long records wait in the sort buffer before being processed.
 const SORT_SLACK_NS: u64 = 20_000_000;
 const POLL_MS: i32 = 10;
+/// At most this many late stack reads per drain round (each ~20-50 µs of the drain
+/// thread: a /proc read, a copy of the stack, a second /proc read).
+const LATE_PER_ROUND: usize = 64;
 /// At most this many threads are looked at through /proc per drain round (user-space
 /// scope), in turn: about 1 ms of the drain thread's time per round.
 const LOOKS_PER_ROUND: usize = 64;
-/// Context switches (and as many wake-ups) per second and CPU the rings are sized for.
-const SWITCH_BUDGET: u64 = 2000;
-/// A waking record: header, ids and 36 B of raw data.
-const WAKING_RECORD_BYTES: u64 = 96;
+/// Switch-outs (and as many wake-ups) per second and CPU the main ring is sized for:
+/// their records (stack-less switch sample, switch-out and switch-in records, waking)
+/// are kept whole at this rate even when the drain thread runs only every 100 ms.
+const SWITCH_BUDGET: u64 = 100_000;
+/// Bytes per switch-out in the main ring: the stack-less sample (ids, registers, kernel
+/// callchain, raw data: ~400 B), two switch records and a waking with its callchain.
+const SWITCH_RECORD_BYTES: u64 = 800;
+/// Switch-out stack copies per second and CPU the stack-copy ring holds at one drain
+/// every `POLL_MS`: past that rate, copies are dropped (counted) and stacks reused.
+const STACK_COPY_BUDGET: u64 = 1000;
 
 /// A running perf_event sampler attached to a process tree.
 #[derive(Debug)]
@@ -167,6 +190,11 @@ fn switch_attr(src: &SwitchSource, stack_bytes: u32) -> b::perf_event_attr {
     };
     stack_fields(&mut attr, stack_bytes, Scope::Full);
     attr.sample_regs_user = sys::SWITCH_REGS_MASK;
+    if stack_bytes == 0 {
+        // The stack-less event: kernel callchain (names the blocked call) and registers.
+        attr.sample_type &= !sys::SAMPLE_STACK_USER;
+        attr.set_exclude_callchain_user(1);
+    }
     if matches!(src, SwitchSource::Tracepoint { .. }) {
         attr.sample_type |= sys::SAMPLE_RAW;
     }
@@ -209,7 +237,9 @@ struct Target<'a> {
 }
 
 /// Open the first switch-out source of `candidates` that the kernel accepts on this
-/// CPU, into the main ring (or, if the kernel refuses that, a ring of its own).
+/// CPU, as two events (see the module doc, "Switch-outs at high rates"): a stack-less one
+/// on every switch-out into the main ring, and one with a user stack copy into a ring of
+/// its own (or, if that ring cannot be mapped, into the main ring).
 fn open_switch(
     candidates: Vec<SwitchSource>,
     stack_bytes: u32,
@@ -217,33 +247,62 @@ fn open_switch(
     opened: &mut Opened,
 ) -> Option<SwitchSource> {
     for src in candidates {
-        let mut a = switch_attr(&src, stack_bytes);
-        let Ok(fd) = sys::open(&mut a, at.pid, at.cpu, -1) else {
+        let prev_state = match &src {
+            SwitchSource::Tracepoint { prev_state, .. } => *prev_state,
+            SwitchSource::SoftwareEvent => None,
+        };
+        let mut lite = switch_attr(&src, 0);
+        let Ok(lite_fd) = sys::open(&mut lite, at.pid, at.cpu, -1) else {
             continue;
         };
-        let Some(info) = sys::parse_info(&a) else {
+        let (Some(lite_info), Some(lite_id)) = (sys::parse_info(&lite), sys::event_id(&lite_fd))
+        else {
             continue;
         };
-        let role = match &src {
-            SwitchSource::Tracepoint { prev_state, .. } => EventRole::SwitchOut {
-                prev_state: *prev_state,
-            },
-            SwitchSource::SoftwareEvent => EventRole::SwitchOut { prev_state: None },
-        };
-        if let Some(id) = sys::event_id(&fd) {
-            opened.roles.insert(id, (role, info));
+        if sys::set_output(&lite_fd, at.main_ring.fd()).is_err() {
+            continue;
         }
-        if sys::set_output(&fd, at.main_ring.fd()).is_ok() {
-            opened.extra_fds.push(fd);
-        } else {
-            match map_ring(fd, at.ring_bytes) {
+        opened
+            .roles
+            .insert(lite_id, (EventRole::SwitchLite { prev_state }, lite_info));
+        opened.extra_fds.push(lite_fd);
+        let mut a = switch_attr(&src, stack_bytes);
+        // Never wake the drain thread for stack copies: they ride the main ring's rounds.
+        a.set_watermark(1);
+        a.__bindgen_anon_2.wakeup_watermark = stack_ring_bytes(stack_bytes) as u32;
+        if let Ok(fd) = sys::open(&mut a, at.pid, at.cpu, -1)
+            && let Some(info) = sys::parse_info(&a)
+        {
+            if let Some(id) = sys::event_id(&fd) {
+                opened
+                    .roles
+                    .insert(id, (EventRole::SwitchOut { prev_state }, info));
+            }
+            let copy = fd.try_clone();
+            match map_ring(fd, stack_ring_bytes(stack_bytes)) {
                 Ok(r) => opened.rings.push(r),
-                Err(_) => continue,
+                Err(_) => {
+                    if let Ok(fd) = copy
+                        && sys::set_output(&fd, at.main_ring.fd()).is_ok()
+                    {
+                        opened.extra_fds.push(fd);
+                    }
+                }
             }
         }
         return Some(src);
     }
     None
+}
+
+/// The stack-copy ring: [`STACK_COPY_BUDGET`] copies/s for one drain round, so that at a
+/// high switch rate stack copies overflow (dropped before being copied, counted) long
+/// before the durations' ring does, and the target pays for few copies.
+fn stack_ring_bytes(stack_bytes: u32) -> usize {
+    let record = u64::from(stack_bytes) + 1536;
+    let want = record * STACK_COPY_BUDGET * POLL_MS as u64 / 1000;
+    want.next_power_of_two()
+        .clamp(sys::page_size() as u64, 4 * 1024 * 1024) as usize
 }
 
 /// Open the waking event on this CPU, writing into the main ring (or, if the kernel
@@ -306,13 +365,11 @@ fn is_permission(err: &std::io::Error) -> bool {
     matches!(err.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM))
 }
 
-/// Ring bytes per CPU for `freq` samples/s plus a budget of context switches (stack
-/// copies) and of wake-ups (small records: ids, raw data, kernel callchain).
+/// Main ring bytes per CPU: 100 ms of `freq` stack samples/s plus [`SWITCH_BUDGET`]
+/// switch-outs with their small records (no stack copies: those have their own ring).
 fn ring_bytes(freq: u32, stack_bytes: u32, ncpu: usize) -> usize {
     let record = u64::from(stack_bytes) + 1536;
-    let rate = u64::from(freq) + SWITCH_BUDGET;
-    let wakings = SWITCH_BUDGET * WAKING_RECORD_BYTES;
-    let want = (rate * record + wakings) / 20; // 50 ms of records
+    let want = (u64::from(freq) * record + SWITCH_BUDGET * SWITCH_RECORD_BYTES) / 10;
     let page = sys::page_size() as u64;
     let mut bytes = (want.max(512 * 1024)).next_power_of_two().max(page);
     // Keep the total under 256 MiB.
@@ -626,6 +683,9 @@ struct Pending {
     rec: OwnedRecord,
     /// A switch-out's descriptor, resolved as the record was drained.
     resolved: Option<u32>,
+    /// A stack-less switch-out's user stack, read while its thread still blocked (see
+    /// [`late_stacks`]).
+    late: Option<Vec<u8>>,
 }
 
 fn drain_loop(
@@ -710,6 +770,7 @@ fn collect(
     seq: &mut u64,
     processor: &mut Processor,
 ) {
+    let start = pending.len();
     for ring in &mut opened.rings {
         buf.clear();
         ring.drain(buf);
@@ -733,8 +794,56 @@ fn collect(
                 info,
                 rec,
                 resolved,
+                late: None,
             });
             *seq += 1;
+        }
+    }
+    late_stacks(pending.get_mut(start..).unwrap_or_default(), processor);
+}
+
+/// Stack reads for switch-outs whose copy the kernel dropped, done as soon as they are
+/// drained (≤ [`POLL_MS`] after the switch-out): each thread's last stack-less switch-out
+/// of the round with no stack copy within [`offcpu::SAME_SWITCH_NS`] of it, at most
+/// [`LATE_PER_ROUND`] of them. A thread still blocked there (its /proc `syscall` file
+/// shows the same PC and SP) has its stack read by the drain thread at no cost to the
+/// target: the long waits, which hold the off-CPU time, get exact stacks; the short
+/// ones have ended and are left to stack reuse.
+fn late_stacks(batch: &mut [Pending], processor: &Processor) {
+    let ids: Vec<Option<SwitchId>> = batch
+        .iter()
+        .map(|p| Processor::switch_id(&p.rec, p.role, &p.info))
+        .collect();
+    let mut copies: HashMap<i32, Vec<u64>> = HashMap::new();
+    let mut last_lite: HashMap<i32, usize> = HashMap::new();
+    for (i, id) in ids.iter().enumerate() {
+        match id {
+            Some(id) if id.copy => copies.entry(id.tid).or_default().push(id.time),
+            Some(id) => {
+                let later = last_lite
+                    .get(&id.tid)
+                    .and_then(|&j| ids.get(j).copied().flatten())
+                    .is_none_or(|prev| prev.time <= id.time);
+                if later {
+                    last_lite.insert(id.tid, i);
+                }
+            }
+            None => {}
+        }
+    }
+    let mut reads = 0;
+    for (tid, i) in last_lite {
+        let Some(Some(id)) = ids.get(i) else { continue };
+        let copied = copies.get(&tid).is_some_and(|t| {
+            t.iter()
+                .any(|&c| c.abs_diff(id.time) < offcpu::SAME_SWITCH_NS)
+        });
+        if copied || reads >= LATE_PER_ROUND {
+            continue;
+        }
+        reads += 1;
+        if let Some(p) = batch.get_mut(i) {
+            p.late = processor.read_late(id);
         }
     }
 }
@@ -751,7 +860,7 @@ fn process_upto(
     let n = pending.partition_point(|p| p.time <= watermark);
     for p in pending.drain(..n) {
         deliver_looks(looks, processor, |t| t < p.time);
-        processor.handle(&p.rec, p.role, &p.info, p.resolved);
+        processor.handle(&p.rec, p.role, &p.info, p.resolved, p.late.as_deref());
     }
     deliver_looks(looks, processor, |t| t <= watermark);
 }

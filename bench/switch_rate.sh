@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Off-CPU capture at high switch rates (issue 11): what profmap costs a switch-heavy
+# target and what it loses, side by side in one run with `perf record -e
+# sched:sched_switch -g` (a stack on every switch-out) and `perf record -g` (on-CPU
+# only), on three workloads: `perf bench sched pipe` (two processes over a pipe), a UNIX
+# socket ping-pong (tests/fixtures/c/switch_rate.c socket) and a condition-variable
+# hand-off pool (bench/fixtures/handoff_pool.c). Each workload reports its own elapsed
+# time, so the tools' start-up and analysis are not counted. Modes interleave, order
+# rotated each round, one warm-up round discarded; medians with min..max.
+# Lost: profmap's lost duration records (main ring) / dropped switch-out stack copies
+# (reused stacks share of off-CPU time); perf's LOST events (`perf report --stats`).
+# Prints a Markdown table and the load average. Env: RUNS (default 3), LOOPS (default
+# 50000), POOL_ITEMS (default 30000).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-3}
+LOOPS=${LOOPS:-50000}
+POOL_ITEMS=${POOL_ITEMS:-30000}
+PERF=$(command -v perf || true)
+[ -n "$PERF" ] || { echo "needs perf: apt-get install linux-perf" >&2; exit 2; }
+cargo build --release --quiet --bins
+PM=$PWD/target/release/profmap
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+cc -O2 -o "$W/pool" bench/fixtures/handoff_pool.c -lpthread
+cc -O2 -g -o "$W/sock" tests/fixtures/c/switch_rate.c
+
+# run MODE WORKLOAD: print "elapsed_ms lost" for one run.
+run() {
+  local mode=$1 wl=$2 cmd out lost="-"
+  case $wl in
+    pipe) cmd=("$PERF" bench sched pipe -l "$LOOPS") ;;
+    socket) cmd=("$W/sock" socket "$LOOPS") ;;
+    pool) cmd=("$W/pool" "$POOL_ITEMS") ;;
+  esac
+  case $mode in
+    alone) out=$("${cmd[@]}" 2>&1) ;;
+    profmap)
+      "$PM" record -q --out "$W/pm" -- "${cmd[@]}" >/dev/null 2>&1
+      out=$(cat "$W/pm/run.log")
+      lost=$(python3 - "$W/pm/profile.json.gz" <<'PY'
+import gzip, json, sys
+q = json.load(gzip.open(sys.argv[1]))["sampled"]["quality"]
+r = q.get("off_cpu_reused_stack_share")
+print(f'{q["lost_samples"]}/{q.get("lost_stack_copies", 0)}({(r or 0) * 100:.0f}%)')
+PY
+) ;;
+    perf-switch-g|perf-g)
+      local ev=(-F 999); [ "$mode" = perf-switch-g ] && ev=(-e sched:sched_switch)
+      out=$("$PERF" record -q "${ev[@]}" -g -o "$W/p.data" -- "${cmd[@]}" 2>/dev/null)
+      lost=$("$PERF" report -i "$W/p.data" --stats 2>/dev/null | awk '/LOST events/ {print $NF; f=1} END {if (!f) print 0}' | head -1) ;;
+  esac
+  local ms
+  if [ "$wl" = pipe ]; then
+    ms=$(printf '%s\n' "$out" | awk '/Total time/ {print $3 * 1000}')
+  else
+    ms=$(printf '%s\n' "$out" | tail -1)
+  fi
+  echo "${ms:--} ${lost}"
+}
+
+MODES=(alone profmap perf-switch-g perf-g)
+WLS=(pipe socket pool)
+declare -A RES
+for wl in "${WLS[@]}"; do
+  for ((r = 0; r <= RUNS; r++)); do
+    for ((k = 0; k < ${#MODES[@]}; k++)); do
+      m=${MODES[$(( (k + r) % ${#MODES[@]} ))]}
+      v=$(run "$m" "$wl")
+      [ "$r" -gt 0 ] && RES[$wl,$m]+="$v;"
+    done
+  done
+done
+
+echo "Machine: $(nproc) CPUs, $(uname -r), $(date -u '+%Y-%m-%d %H:%M UTC'); load average: $(cut -d' ' -f1-3 /proc/loadavg)."
+echo "\`bench/switch_rate.sh\`, $RUNS rounds; pipe: perf bench sched pipe -l $LOOPS; socket: switch_rate socket $LOOPS; pool: handoff_pool $POOL_ITEMS."
+echo
+echo "| workload | mode | elapsed ms | slowdown | lost (profmap: durations/stack copies (reused share); perf: LOST events) |"
+echo "| --- | --- | --- | --- | --- |"
+for wl in "${WLS[@]}"; do
+  base=""
+  for m in "${MODES[@]}"; do
+    python3 - "$wl" "$m" "${RES[$wl,$m]}" "${base:-0}" <<'PY'
+import statistics, sys
+wl, mode, raw, base = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+rows = [r.split() for r in raw.strip(';').split(';') if r.strip()]
+ms = sorted(float(r[0]) for r in rows if r and r[0] != '-')
+lost = [r[1] if len(r) > 1 else '-' for r in rows]
+med = statistics.median(ms) if ms else float('nan')
+slow = '—' if mode == 'alone' or not base or not ms else f"{(med / base - 1) * 100:+.1f}%"
+rng = f"({ms[0]:.0f}..{ms[-1]:.0f})" if ms else ""
+lost_s = '—' if all(l == '-' for l in lost) else ', '.join(lost)
+print(f"| {wl} | {mode} | {med:.0f} {rng} | {slow} | {lost_s} |")
+PY
+    if [ "$m" = alone ]; then
+      base=$(python3 -c "import statistics,sys; print(statistics.median(float(r.split()[0]) for r in sys.argv[1].strip(';').split(';') if r.strip()))" "${RES[$wl,$m]}")
+    fi
+  done
+done
