@@ -247,6 +247,9 @@ pub struct SamplePlan {
     /// for files read more than once. Off by default: it costs ~1.6 µs per buffered
     /// read (a page-cached `dd bs=4k` ran about twice as long; bench/evidence.sh).
     pub file_reads: bool,
+    /// `--buffer`: the main ring per CPU, MiB; None sizes it from the frequency, the
+    /// stack copy and 100k switch-outs/s per CPU.
+    pub buffer_mib: Option<u32>,
 }
 
 #[derive(Debug, Clone)]

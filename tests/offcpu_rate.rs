@@ -38,6 +38,7 @@ fn profile(mode: &str) -> SampledProfile {
         stack_bytes: 32 * 1024,
         wakeups: true,
         file_reads: false,
+        buffer_mib: None,
     };
     let sampler = PerfSampler::attach(susp.pid, &plan).expect("attach sampler");
     let launched = susp.release(&program).expect("release");
@@ -219,4 +220,66 @@ fn two_alternating_blocking_calls_never_share_a_stack() {
         p.quality.off_cpu_reused_stack_share.unwrap_or(0.0) > 0.3,
         "reuse was exercised"
     );
+}
+
+/// Lost records are never silent: a ring far too small for what is asked of it (1 MiB
+/// per CPU for 20,000 samples/s of 64 KiB stack copies on a ping-pong) loses records,
+/// and the map says how many, how much of the threads' wall time went unaccounted for
+/// with the fix (`--buffer`), and the verdict says what it rests on.
+#[test]
+fn lost_records_are_counted_and_the_verdict_says_what_it_rests_on() {
+    let _g = serial();
+    let bin = common::compile("switch_rate", &[]);
+    let d = tempfile::tempdir().expect("tempdir");
+    let out = d.path().join("out");
+    let st = common::profmap()
+        .args(["record", "--buffer", "1", "--frequency", "20000"])
+        .args(["--stack-bytes", "65528", "--out"])
+        .arg(&out)
+        .arg("--")
+        .arg(&bin)
+        .args(["pipe", "20000"])
+        .output()
+        .expect("profmap runs");
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let text = std::fs::read_to_string(out.join("performance_map.json")).expect("map");
+    let map: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let pr = &map["profile_result"];
+    let mq = &pr["measurement_quality"];
+    let lost = mq["lost_samples"].as_u64().expect("lost_samples");
+    assert!(lost > 0, "a 1 MiB ring kept up: {mq}");
+    let warnings: Vec<&str> = mq["warnings"]
+        .as_array()
+        .expect("warnings")
+        .iter()
+        .filter_map(|w| w.as_str())
+        .collect();
+    let counted = warnings
+        .iter()
+        .find(|w| w.starts_with(&format!("{lost} records")))
+        .unwrap_or_else(|| panic!("the lost records counted: {warnings:?}"));
+    assert!(counted.contains("% of all"), "{counted}");
+    let unaccounted = warnings
+        .iter()
+        .find(|w| w.contains("of the threads' wall time"))
+        .unwrap_or_else(|| panic!("the unaccounted time said: {warnings:?}"));
+    assert!(unaccounted.contains("raise --buffer"), "{unaccounted}");
+    let share: f64 = unaccounted
+        .split('%')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .expect("a share first");
+    let detail = pr["bottleneck_detail"].as_str().expect("detail");
+    if share > 10.0 {
+        assert!(
+            detail.contains(&format!("this verdict rests on {:.0}%", 100.0 - share)),
+            "{detail}"
+        );
+    } else {
+        assert!(!detail.contains("rests on"), "{detail}");
+    }
 }

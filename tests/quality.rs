@@ -151,7 +151,7 @@ fn sampling_at_20_khz_with_full_stack_copies_is_flagged_as_overhead() {
     let lost = mq["lost_samples"].as_u64().expect("lost_samples");
     if lost > 0 {
         let w = warning_with(&map, " lost (");
-        assert!(w.starts_with(&format!("{lost} sample record")), "{w}");
+        assert!(w.starts_with(&format!("{lost} record")), "{w}");
         assert!(w.contains("lower --frequency"), "{w}");
     }
 }

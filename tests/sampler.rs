@@ -83,6 +83,7 @@ fn plan() -> SamplePlan {
         stack_bytes: 32 * 1024,
         wakeups: true,
         file_reads: false,
+        buffer_mib: None,
     }
 }
 

@@ -173,6 +173,11 @@ struct ProfileArgs {
     /// as long, so it is off unless asked for.
     #[arg(long)]
     file_reads: bool,
+    /// Ring buffer per CPU for samples and switch records, in MiB (rounded up to a power
+    /// of two; default: sized from --frequency, --stack-bytes and 100k switch-outs/s per
+    /// CPU). Raise it when records are lost.
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    buffer: Option<u32>,
     /// Do not run a Python target again to escalate: no tracemalloc run when its memory
     /// is abnormal (Level 3), no instrumentation of its hot functions when sampling slows
     /// it by more than 20%. Line tables (Level 2) come from the samples and stay.
@@ -557,12 +562,14 @@ fn session(
             stack_bytes: DEFAULT_STACK_BYTES,
             wakeups: true,
             file_reads: false,
+            buffer_mib: None,
         },
         |p| SamplePlan {
             frequency_hz: p.frequency,
             stack_bytes: p.stack_bytes,
             wakeups: !p.no_wakeups,
             file_reads: p.file_reads,
+            buffer_mib: p.buffer,
         },
     );
     let input = match (a.input, a.interactive) {

@@ -210,6 +210,8 @@ fn verdict(
         v.classification = Classification::Unknown;
         v.detail = why;
         v.top = Vec::new();
+    } else if let Some(caveat) = quality.verdict_caveat() {
+        v.detail = format!("{}; {caveat}", v.detail.trim_end_matches('.'));
     }
     v
 }

@@ -56,6 +56,13 @@ pub enum QualityWarning {
         lost: u64,
         share_pct: f64,
     },
+    /// Records were lost and the threads' samples (on-CPU periods, off-CPU durations)
+    /// leave part of their wall time unaccounted for: what the verdict cannot see.
+    UnaccountedTime {
+        unaccounted_ms: f64,
+        thread_ms: f64,
+        share_pct: f64,
+    },
     /// Switch-out stack copies dropped at a high switch rate (durations kept): the
     /// off-CPU time whose stack was reused from an identical earlier call, or is partial.
     ReusedStacks {
@@ -110,7 +117,20 @@ impl QualityWarning {
             ),
             W::LostSamples { lost, share_pct } => format!(
                 "{} lost ({share_pct:.1}% of all): the profile misses that much of the run",
-                plural(*lost, "sample record")
+                if *lost == 1 {
+                    "1 record (samples, switches, wake-ups)".to_string()
+                } else {
+                    format!("{lost} records (samples, switches, wake-ups)")
+                }
+            ),
+            W::UnaccountedTime {
+                unaccounted_ms,
+                thread_ms,
+                share_pct,
+            } => format!(
+                "{share_pct:.1}% of the threads' wall time ({unaccounted_ms:.1} ms of \
+                 {thread_ms:.1} ms) has no sample or off-CPU interval: lost records took it, \
+                 and the diagnosis cannot see what the threads did then"
             ),
             W::ReusedStacks {
                 dropped,
@@ -118,7 +138,7 @@ impl QualityWarning {
                 reused_pct,
                 partial_pct,
             } => format!(
-                "{} dropped at a high switch rate (every off-CPU duration kept): \
+                "{} dropped at a high switch rate (their durations kept): \
                  {late_pct:.1}% of off-CPU time has its stack read while the thread still \
                  blocked (exact), {reused_pct:.1}% the stack of the same thread's last \
                  copied switch-out at the identical call (IP, SP, arguments, kernel stack), \
@@ -179,6 +199,10 @@ impl QualityWarning {
                 "lower --frequency (or --stack-bytes) so the buffers keep up; off-CPU \
                  durations are lost only past ~100k switch-outs/s per CPU: lower the target's \
                  switch rate (batch its hand-offs) or run it on fewer threads"
+            }
+            W::UnaccountedTime { .. } => {
+                "raise --buffer or lower --frequency (or --stack-bytes); at hundreds of \
+                 thousands of switch-outs per second, lower the target's switch rate"
             }
             W::ReusedStacks { .. } => {
                 "lower --stack-bytes to copy more switch-out stacks per second, if a blocked \
@@ -273,6 +297,21 @@ impl Quality {
                 "only {}: too few for a verdict; run longer or raise --frequency",
                 plural(*samples, "sample")
             )),
+            _ => None,
+        })
+    }
+
+    /// What a verdict given anyway must say about itself: the share of the threads'
+    /// wall time it rests on, when lost records left more than 10% unaccounted for.
+    pub fn verdict_caveat(&self) -> Option<String> {
+        self.warnings.iter().find_map(|w| match w {
+            QualityWarning::UnaccountedTime { share_pct, .. } if *share_pct > 10.0 => {
+                Some(format!(
+                    "this verdict rests on {:.0}% of the threads' wall time: records were lost \
+                     for the rest (see the quality warnings)",
+                    100.0 - share_pct
+                ))
+            }
             _ => None,
         })
     }
@@ -377,6 +416,16 @@ fn sample_warnings(s: &SampledProfile) -> Vec<QualityWarning> {
             share_pct: pct(sq.lost_samples, taken + sq.lost_samples),
         });
     }
+    if sq.lost_samples > 0
+        && let Some((seen, span)) = accounted(s)
+        && seen * 100 < span * 99
+    {
+        w.push(QualityWarning::UnaccountedTime {
+            unaccounted_ms: (span - seen) as f64 / 1e6,
+            thread_ms: span as f64 / 1e6,
+            share_pct: pct(span - seen, span),
+        });
+    }
     if sq.lost_stack_copies > 0 {
         let share = |v: Option<f64>| v.map_or(0.0, |x| x * 100.0);
         w.push(QualityWarning::ReusedStacks {
@@ -415,6 +464,38 @@ fn sample_warnings(s: &SampledProfile) -> Vec<QualityWarning> {
         });
     }
     w
+}
+
+/// Threads shorter than this are left out of [`accounted`]: a few samples over a
+/// few milliseconds say nothing about coverage.
+const ACCOUNTED_MIN_SPAN_NS: u64 = 10_000_000;
+
+/// The threads' wall time their samples account for, and that wall time (ns): for each
+/// thread, from its first sample's start to its last one's end, the on-CPU periods and
+/// off-CPU durations summed (at most the span: cpu-clock periods over-count short
+/// bursts). `None` without off-CPU intervals: on-CPU samples alone never cover a thread.
+fn accounted(s: &SampledProfile) -> Option<(u64, u64)> {
+    if s.quality.off_cpu_intervals == 0 {
+        return None;
+    }
+    let mut by_tid: std::collections::HashMap<(i32, i32), (u64, u64, u64)> =
+        std::collections::HashMap::new();
+    for x in &s.samples {
+        let end = x.time_ns.saturating_add(x.weight_ns);
+        let e = by_tid.entry((x.pid, x.tid)).or_insert((x.time_ns, end, 0));
+        e.0 = e.0.min(x.time_ns);
+        e.1 = e.1.max(end);
+        e.2 = e.2.saturating_add(x.weight_ns);
+    }
+    let (mut seen, mut span) = (0u64, 0u64);
+    for (first, last, sum) in by_tid.into_values() {
+        let t = last.saturating_sub(first);
+        if t >= ACCOUNTED_MIN_SPAN_NS {
+            span += t;
+            seen += sum.min(t);
+        }
+    }
+    (span > 0).then_some((seen, span))
 }
 
 /// True for a frame symbolization could not name: `module+0xoffset`, no file.

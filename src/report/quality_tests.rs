@@ -159,7 +159,7 @@ fn any_lost_sample_is_a_warning_with_its_share() {
         .expect("warned")
         .to_string();
     assert!(
-        text.starts_with("167 sample records lost (16.7% of all)"),
+        text.starts_with("167 records (samples, switches, wake-ups) lost (16.7% of all)"),
         "{text}"
     );
     assert!(text.contains("lower --frequency"), "{text}");

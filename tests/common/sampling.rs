@@ -39,6 +39,7 @@ pub fn profile(program: &str, args: &[&str], file_reads: bool) -> SampledProfile
         stack_bytes: 16 * 1024,
         wakeups: true,
         file_reads,
+        buffer_mib: None,
     };
     let sampler = PerfSampler::attach(susp.pid, &plan).expect("attach sampler");
     let launched = susp.release(program).expect("release");

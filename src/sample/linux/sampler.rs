@@ -415,7 +415,10 @@ impl PerfSampler {
         let freq = plan.frequency_hz.clamp(1, 100_000);
         let stack_bytes = (plan.stack_bytes.min(sys::MAX_STACK_BYTES) / 8) * 8;
         let cpus = sys::online_cpus();
-        let ring = ring_bytes(freq, stack_bytes, cpus.len());
+        let ring = match plan.buffer_mib {
+            Some(mib) => (u64::from(mib) << 20).next_power_of_two() as usize,
+            None => ring_bytes(freq, stack_bytes, cpus.len()),
+        };
         let wakeup = (ring / 4) as u32;
 
         // Pick the on-CPU event and the scope with the first CPU: cycles, else cpu-clock;
