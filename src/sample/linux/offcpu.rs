@@ -347,6 +347,23 @@ pub(crate) fn stack_sources(intervals: &[Interval]) -> StackSources {
     out
 }
 
+/// Intervals with no stack (no switch-out stack, no look inside them), their summed
+/// duration, and the summed duration of all (ns): what the /proc looks missed.
+pub(crate) fn unseen(intervals: &[Interval]) -> (u64, u64, u64) {
+    let (mut n, mut ns, mut all) = (0, 0, 0);
+    for iv in intervals
+        .iter()
+        .filter(|iv| iv.state != WaitState::Preempted)
+    {
+        all += iv.duration;
+        if iv.stack.is_none() {
+            n += 1;
+            ns += iv.duration;
+        }
+    }
+    (n, ns, all)
+}
+
 /// The wait state from the tracepoint's `prev_state` (None: software event only).
 pub(crate) fn state_of(prev_state: Option<i64>) -> WaitState {
     match prev_state {

@@ -821,6 +821,7 @@ impl Processor {
         let threads = &self.threads;
         let intervals = offcpu.finish(end_ns, |tid| threads.get(&tid).is_some_and(|t| !t.exited));
         let stacks = offcpu::stack_sources(&intervals);
+        let unseen = looked.then(|| offcpu::unseen(&intervals));
         self.samples
             .extend(intervals.into_iter().map(|iv| off_cpu_sample(iv, t0_ns)));
         let mut samples = std::mem::take(&mut self.samples);
@@ -835,6 +836,16 @@ impl Processor {
                  name no resource",
                 self.fds.skipped,
                 super::fdres::BUDGET_PER_ROUND
+            ));
+        }
+        if let Some((n, ns, of_ns)) = unseen.filter(|u| u.0 > 0) {
+            warnings.push(format!(
+                "{n} off-CPU intervals ({:.1}% of the off-CPU time) ended before a look at \
+                 /proc caught them: they have a duration and a state but no stack (at high \
+                 switch rates most waits are shorter than a look); at most {} threads are looked at \
+                 per 10 ms round — fix: run as root or sudo sysctl kernel.perf_event_paranoid=1",
+                ns as f64 * 100.0 / of_ns.max(1) as f64,
+                super::sampler::LOOKS_PER_ROUND
             ));
         }
         if self.parse_errors > 0 {

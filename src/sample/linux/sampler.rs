@@ -78,7 +78,7 @@ const POLL_MS: i32 = 10;
 const LATE_PER_ROUND: usize = 64;
 /// At most this many threads are looked at through /proc per drain round (user-space
 /// scope), in turn: about 1 ms of the drain thread's time per round.
-const LOOKS_PER_ROUND: usize = 64;
+pub(crate) const LOOKS_PER_ROUND: usize = 64;
 /// Switch-outs (and as many wake-ups) per second and CPU the main ring is sized for:
 /// their records (stack-less switch sample, switch-out and switch-in records, waking)
 /// are kept whole at this rate even when the drain thread runs only every 100 ms.
