@@ -337,6 +337,12 @@ pub struct SampleQuality {
     /// thread at the same call (not copied at this one); None when no off-CPU time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub off_cpu_reused_stack_share: Option<f64>,
+    /// Copied switch-outs at a call that already had a stack to lend (the reuse's
+    /// check against copies), and how many of those lent stacks were identical.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reuse_checks: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reuse_agreed: u64,
     /// Share of off-CPU time whose switch-out copy was dropped but whose stack was read
     /// through /proc while the thread still blocked in that call (an exact stack).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -392,4 +398,9 @@ impl SampledProfile {
         out.reverse();
         out
     }
+}
+
+/// For `skip_serializing_if`: a count that is zero is left out.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

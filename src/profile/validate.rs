@@ -211,6 +211,13 @@ fn sampled(s: &SampledProfile) -> Result<(), String> {
         }
     }
     amount("lost_stack_copies", s.quality.lost_stack_copies)?;
+    amount("reuse_checks", s.quality.reuse_checks)?;
+    if s.quality.reuse_agreed > s.quality.reuse_checks {
+        return Err(format!(
+            "reuse_agreed {} exceeds reuse_checks {}",
+            s.quality.reuse_agreed, s.quality.reuse_checks
+        ));
+    }
     texts("sampling warning", &s.quality.warnings)
 }
 

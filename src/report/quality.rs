@@ -67,6 +67,9 @@ pub enum QualityWarning {
     /// off-CPU time whose stack was reused from an identical earlier call, or is partial.
     ReusedStacks {
         dropped: u64,
+        /// Copied switch-outs the reuse was checked against, and the share it got right.
+        checks: u64,
+        agreed_pct: f64,
         late_pct: f64,
         reused_pct: f64,
         partial_pct: f64,
@@ -134,6 +137,8 @@ impl QualityWarning {
             ),
             W::ReusedStacks {
                 dropped,
+                checks,
+                agreed_pct,
                 late_pct,
                 reused_pct,
                 partial_pct,
@@ -142,11 +147,19 @@ impl QualityWarning {
                  {late_pct:.1}% of off-CPU time has its stack read while the thread still \
                  blocked (exact), {reused_pct:.1}% the stack of the same thread's last \
                  copied switch-out at the identical call (IP, SP, arguments, kernel stack), \
-                 {partial_pct:.1}% only the kernel stack and leaf frame",
+                 {partial_pct:.1}% only the kernel stack and leaf frame{}",
                 if *dropped == 1 {
                     "1 switch-out stack copy".to_string()
                 } else {
                     format!("{dropped} switch-out stack copies")
+                },
+                if *checks > 0 {
+                    format!(
+                        "; checked against {checks} copied switch-outs at an already seen call, \
+                         the lent stack was the copy's own in {agreed_pct:.1}%"
+                    )
+                } else {
+                    String::new()
                 }
             ),
             W::TruncatedStacks { count, share_pct } => format!(
@@ -430,6 +443,8 @@ fn sample_warnings(s: &SampledProfile) -> Vec<QualityWarning> {
         let share = |v: Option<f64>| v.map_or(0.0, |x| x * 100.0);
         w.push(QualityWarning::ReusedStacks {
             dropped: sq.lost_stack_copies,
+            checks: sq.reuse_checks,
+            agreed_pct: pct(sq.reuse_agreed, sq.reuse_checks),
             late_pct: share(sq.off_cpu_late_stack_share),
             reused_pct: share(sq.off_cpu_reused_stack_share),
             partial_pct: share(sq.off_cpu_partial_stack_share),

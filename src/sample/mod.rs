@@ -135,6 +135,10 @@ pub struct RawProfile {
     /// lent by an earlier switch-out at the same call, or only a partial stack.
     pub off_cpu_ns: u64,
     pub off_cpu_reused_stack_ns: u64,
+    /// Copied switch-outs at a call that had a stack to lend, and how many lent stacks
+    /// equalled the copy's own (the reuse checked against copies).
+    pub reuse_checks: u64,
+    pub reuse_agreed: u64,
     /// Off-CPU time whose stack was read through /proc while the thread still blocked.
     pub off_cpu_late_stack_ns: u64,
     pub off_cpu_partial_stack_ns: u64,

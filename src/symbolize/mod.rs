@@ -109,6 +109,8 @@ pub fn symbolize(raw: &RawProfile) -> SampledProfile {
         lost_stack_copies: raw.lost_stack_copies,
         off_cpu_reused_stack_share: share(raw.off_cpu_reused_stack_ns, raw.off_cpu_ns),
         off_cpu_late_stack_share: share(raw.off_cpu_late_stack_ns, raw.off_cpu_ns),
+        reuse_checks: raw.reuse_checks,
+        reuse_agreed: raw.reuse_agreed,
         off_cpu_partial_stack_share: share(raw.off_cpu_partial_stack_ns, raw.off_cpu_ns),
         warnings,
     };

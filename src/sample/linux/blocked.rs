@@ -122,9 +122,12 @@ fn observe(pid: i32, tid: i32, stack_bytes: usize, time: u64) -> Option<Observat
 /// The user stack of a thread still blocked at the switch-out whose stack copy the kernel
 /// dropped (see `sampler`, "Switch-outs at high rates"): read from SP with
 /// `process_vm_readv` only when the thread's `syscall` file shows exactly that switch-out's
-/// user PC and SP, before and after the read. A thread that woke in between shows another
-/// PC or SP (or `running`) and gets nothing; one that woke and blocked again at the same
-/// PC and SP is in the same call with the same frames below SP.
+/// user PC and SP, before and after the read, and its context-switch count did not move
+/// during it. A thread that woke in between shows another PC or SP (or `running`), or
+/// more switches, and gets nothing: at tens of thousands of turns per second a thread
+/// can wake, run another call that writes the same stack slots, and block again at the
+/// same PC and SP within one read (seen: `wait_pipe` above `recv`). A thread that blocked
+/// again at the same PC and SP before the read began is in an identical call.
 pub(crate) fn read_while_blocked(
     pid: i32,
     tid: i32,
@@ -132,17 +135,38 @@ pub(crate) fn read_while_blocked(
     sp: u64,
     len: usize,
 ) -> Option<Vec<u8>> {
-    let syscall = format!("/proc/{pid}/task/{tid}/syscall");
+    let dir = format!("/proc/{pid}/task/{tid}");
     let at = || {
-        std::fs::read_to_string(&syscall)
+        std::fs::read_to_string(format!("{dir}/syscall"))
             .ok()
             .and_then(|s| syscall_pc_sp(&s))
     };
+    let switches = || {
+        std::fs::read_to_string(format!("{dir}/status"))
+            .ok()
+            .and_then(|s| context_switches(&s))
+    };
+    let before = switches()?;
     if at()? != (pc, sp) {
         return None;
     }
     let stack = read_stack(pid, sp, len);
-    (at() == Some((pc, sp)) && !stack.is_empty()).then_some(stack)
+    let still = at() == Some((pc, sp)) && switches() == Some(before);
+    (still && !stack.is_empty()).then_some(stack)
+}
+
+/// Voluntary plus involuntary context switches from a `status` file.
+fn context_switches(status: &str) -> Option<u64> {
+    let mut sum = None;
+    for line in status.lines() {
+        if let Some(v) = line
+            .strip_prefix("voluntary_ctxt_switches:")
+            .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
+        {
+            sum = Some(sum.unwrap_or(0) + v.trim().parse::<u64>().ok()?);
+        }
+    }
+    sum
 }
 
 /// S or D from a `stat` line; `None` for any other state.

@@ -159,6 +159,10 @@ pub(crate) struct Processor {
     lost_stacks: u64,
     /// Copied switch-out stacks by thread and call, lent to the stack-less ones.
     reuse: StackReuse,
+    /// Copied switch-outs whose call had a stack to lend, and how many of those lent
+    /// stacks were identical to the copy's own.
+    reuse_checks: u64,
+    reuse_agreed: u64,
     unwind_failures: u64,
     truncated: u64,
     parse_errors: u64,
@@ -199,6 +203,8 @@ impl Processor {
             lost: 0,
             lost_stacks: 0,
             reuse: StackReuse::default(),
+            reuse_checks: 0,
+            reuse_agreed: 0,
             unwind_failures: 0,
             truncated: 0,
             parse_errors: 0,
@@ -608,6 +614,12 @@ impl Processor {
             EventRole::SwitchOut { .. } => {
                 let st = self.stack_of(s);
                 if let Some(k) = stackreuse::key_of(s) {
+                    // The inference checked where it can be: what reuse would have lent
+                    // this copied switch-out, against what its own copy unwound to.
+                    if let Some(lent) = self.reuse.lend(tid, k) {
+                        self.reuse_checks += 1;
+                        self.reuse_agreed += u64::from(lent == st);
+                    }
                     self.reuse.remember(tid, k, st);
                 }
                 (st, StackSource::Copied)
@@ -914,6 +926,8 @@ impl Processor {
             off_cpu_ns: stacks.total_ns,
             off_cpu_reused_stack_ns: stacks.reused_ns,
             off_cpu_late_stack_ns: stacks.late_ns,
+            reuse_checks: self.reuse_checks,
+            reuse_agreed: self.reuse_agreed,
             off_cpu_partial_stack_ns: stacks.partial_ns,
             unwind_failures: self.unwind_failures,
             truncated_stacks: self.truncated,
