@@ -19,6 +19,7 @@
 //! - `doctor`: `probe_capabilities`.
 
 mod blocked;
+mod copies;
 mod doctor;
 mod evidence;
 mod fdres;

@@ -242,14 +242,14 @@ impl Processor {
         self.fds.resolve_fresh(pid, di)
     }
 
-    /// A switch-out sample's identity for the late stack read (see
-    /// `sampler::late_stacks`): whether it is the stack-copy event, and its pid, tid,
-    /// time and user PC and SP. `None` for any other record.
+    /// A switch-out sample's identity for pairing and late reads (see `copies`): whether
+    /// it is the stack-copy event, its pid, tid, time and user PC and SP, and for a copy
+    /// its stack bytes. `None` for any other record.
     pub(crate) fn switch_id(
         rec: &OwnedRecord,
         role: EventRole,
         info: &RecordParseInfo,
-    ) -> Option<SwitchId> {
+    ) -> Option<(SwitchId, Option<Vec<u8>>)> {
         let copy = match role {
             EventRole::SwitchOut { .. } => true,
             EventRole::SwitchLite { .. } => false,
@@ -265,14 +265,23 @@ impl Processor {
             return None;
         };
         let regs = s.user_regs.as_ref()?;
-        Some(SwitchId {
+        let bytes = if copy {
+            s.user_stack.as_ref().map(|(data, dyn_size)| {
+                let all = data.as_slice();
+                all[..(*dyn_size as usize).min(all.len())].to_vec()
+            })
+        } else {
+            None
+        };
+        let id = SwitchId {
             copy,
             pid: s.pid?,
             tid: s.tid?,
             time: s.timestamp?,
             pc: regs.get(REG_IP)?,
             sp: regs.get(REG_SP)?,
-        })
+        };
+        Some((id, bytes))
     }
 
     /// The user stack of a thread still blocked at switch-out `id` (see
@@ -287,7 +296,7 @@ impl Processor {
         role: EventRole,
         info: &RecordParseInfo,
         resolved: Option<u32>,
-        late: Option<&[u8]>,
+        stack: Option<(&[u8], StackSource)>,
     ) {
         let raw = RawEventRecord::new(
             RecordType(rec.record_type),
@@ -301,7 +310,7 @@ impl Processor {
             return;
         };
         match parsed {
-            EventRecord::Sample(s) => self.on_sample(&s, role, resolved, late),
+            EventRecord::Sample(s) => self.on_sample(&s, role, resolved, stack),
             EventRecord::Comm(c) => {
                 let name = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
                 if c.is_execve {
@@ -584,46 +593,53 @@ impl Processor {
         RawFrame::Anon { pid, addr }
     }
 
+    /// A stack-less switch-out's stack: unwound from its paired copy's bytes or from a
+    /// late read, else lent by an earlier copy at the same call (`stackreuse`), else its
+    /// kernel stack and leaf frame. A copy also checks what reuse would have lent it.
+    fn switch_stack(
+        &mut self,
+        s: &linux_perf_event_reader::SampleRecord,
+        tid: i32,
+        bytes: Option<(&[u8], StackSource)>,
+    ) -> (Option<u32>, StackSource) {
+        let key = stackreuse::key_of(s);
+        let Some((bytes, source)) = bytes else {
+            return match key.and_then(|k| self.reuse.lend(tid, k)) {
+                Some(st) => (st, StackSource::Reused),
+                None => (self.stack_of(s), StackSource::Partial),
+            };
+        };
+        let st = self.stack_from(s, Some(bytes));
+        if let Some(k) = key {
+            // The inference checked where it can be: what reuse would have lent this
+            // copied switch-out, against what its own copy unwound to.
+            if source == StackSource::Copied
+                && let Some(lent) = self.reuse.lend(tid, k)
+            {
+                self.reuse_checks += 1;
+                self.reuse_agreed += u64::from(lent == st);
+            }
+            self.reuse.remember(tid, k, st);
+        }
+        (st, source)
+    }
+
     fn on_sample(
         &mut self,
         s: &linux_perf_event_reader::SampleRecord,
         role: EventRole,
         resolved: Option<u32>,
-        late: Option<&[u8]>,
+        bytes: Option<(&[u8], StackSource)>,
     ) {
         let (Some(pid), Some(tid), Some(time)) = (s.pid, s.tid, s.timestamp) else {
             self.parse_errors += 1;
             return;
         };
         let (stack, source) = match role {
-            EventRole::SwitchLite { .. } => {
-                let key = stackreuse::key_of(s);
-                if let Some(bytes) = late {
-                    let st = self.stack_from(s, Some(bytes));
-                    if let Some(k) = key {
-                        self.reuse.remember(tid, k, st);
-                    }
-                    (st, StackSource::Late)
-                } else {
-                    match key.and_then(|k| self.reuse.lend(tid, k)) {
-                        Some(st) => (st, StackSource::Reused),
-                        None => (self.stack_of(s), StackSource::Partial),
-                    }
-                }
-            }
-            EventRole::SwitchOut { .. } => {
-                let st = self.stack_of(s);
-                if let Some(k) = stackreuse::key_of(s) {
-                    // The inference checked where it can be: what reuse would have lent
-                    // this copied switch-out, against what its own copy unwound to.
-                    if let Some(lent) = self.reuse.lend(tid, k) {
-                        self.reuse_checks += 1;
-                        self.reuse_agreed += u64::from(lent == st);
-                    }
-                    self.reuse.remember(tid, k, st);
-                }
-                (st, StackSource::Copied)
-            }
+            EventRole::SwitchLite { .. } => self.switch_stack(s, tid, bytes),
+            // Copies are paired with their stack-less sample as they are drained
+            // (`copies`); one handled here had no partner and no kernel stack.
+            EventRole::SwitchOut { .. } => return,
             _ => (self.stack_of(s), StackSource::Copied),
         };
         match role {
@@ -647,7 +663,7 @@ impl Processor {
                     Some(arg0) if sleeping => Some(RawWait {
                         arg0,
                         resource: resolved.or_else(|| self.fds.resolve(pid, arg0)),
-                        pollfd0: first_pollfd(s, arg0).map(|fd| {
+                        pollfd0: first_pollfd(s, bytes.map(|b| b.0), arg0).map(|fd| {
                             let r = u64::try_from(fd)
                                 .ok()
                                 .and_then(|f| self.fds.resolve(pid, f));
@@ -984,23 +1000,22 @@ fn is_anonymous_code(path: &str) -> bool {
 }
 
 /// The descriptor of the first `struct pollfd` of a `poll(fds, nfds, …)` whose set the
-/// caller keeps on its stack (libpq does): read from the sample's copy of the user
-/// stack (copied from SP upwards), without touching the process. Only when the second
-/// argument looks like a set's size (1–64), so the pointer arguments of other blocking
-/// calls (a `nanosleep` timespec, a futex word on the stack) cost no descriptor look-up.
-fn first_pollfd(s: &linux_perf_event_reader::SampleRecord, addr: u64) -> Option<i32> {
+/// caller keeps on its stack (libpq does): read from the switch-out's copy of the user
+/// stack (`copy`, copied from SP upwards: its paired copy or a late read), without
+/// touching the process. Only when the second argument looks like a set's size (1–64),
+/// so the pointer arguments of other blocking calls (a `nanosleep` timespec, a futex
+/// word on the stack) cost no descriptor look-up.
+fn first_pollfd(
+    s: &linux_perf_event_reader::SampleRecord,
+    copy: Option<&[u8]>,
+    addr: u64,
+) -> Option<i32> {
     let regs = s.user_regs.as_ref()?;
     if !(1..=64).contains(&regs.get(REG_SI)?) {
         return None;
     }
     let sp = regs.get(REG_SP)?;
-    let (data, dyn_size) = s.user_stack.as_ref()?;
     let off = usize::try_from(addr.checked_sub(sp)?).ok()?;
-    let len = (*dyn_size as usize).min(data.len());
-    if off.checked_add(4)? > len {
-        return None;
-    }
-    let bytes = data.as_slice();
-    let b: [u8; 4] = bytes.get(off..off + 4)?.try_into().ok()?;
+    let b: [u8; 4] = copy?.get(off..off.checked_add(4)?)?.try_into().ok()?;
     Some(i32::from_le_bytes(b))
 }

@@ -34,14 +34,17 @@
 //!
 //! Each switch-out is recorded twice: a *stack-less* event (registers IP, SP and the
 //! syscall arguments, the kernel callchain, `prev_state`: a few hundred bytes) into the
-//! main ring, and a *stack-copy* event (the same plus `stack_bytes` of user stack) into
-//! a smaller ring of its own. Durations come from the switch records in the main ring.
+//! main ring, and a *stack-copy* event (registers and `stack_bytes` of user stack, no
+//! callchain) into a smaller ring of its own; the two are paired as they are drained
+//! (`copies`). Durations come from the switch records in the main ring.
 //! Drop policy when the rate exceeds what the rings hold: stack copies go first (their
 //! ring fills first, the kernel drops them before copying anything, and they are counted
 //! apart as `lost_stack_copies`); a switch-out without its copy takes the stack of the
 //! same thread's last copied switch-out with the same IP, SP, syscall arguments and
-//! kernel stack (`process`), else the kernel stack and the leaf user frame. Durations
-//! are lost only when the main ring overflows, which is counted and warned about.
+//! kernel stack (`process`), else the kernel stack and the leaf user frame — unless its
+//! thread still blocks there when the round drains it, and its stack is read through
+//! /proc (`copies`). Durations are lost only when the main ring overflows, which is
+//! counted and warned about.
 //!
 //! # Draining
 //!
@@ -61,8 +64,8 @@ use linux_perf_event_reader::{RawData, RawEventRecord, RecordParseInfo, RecordTy
 use perf_event_open_sys::bindings as b;
 
 use super::blocked;
-use super::offcpu;
-use super::process::{EventRole, Processor, SwitchId};
+use super::copies::{self, Pending};
+use super::process::{EventRole, Processor};
 use super::sidecar;
 use super::sys::{self, OwnedRecord, Ring};
 use super::tracefs;
@@ -73,9 +76,6 @@ use crate::sample::RawProfile;
 /// How long records wait in the sort buffer before being processed.
 const SORT_SLACK_NS: u64 = 20_000_000;
 const POLL_MS: i32 = 10;
-/// At most this many late stack reads per drain round (each ~20-50 µs of the drain
-/// thread: a /proc read, a copy of the stack, a second /proc read).
-const LATE_PER_ROUND: usize = 64;
 /// At most this many threads are looked at through /proc per drain round (user-space
 /// scope), in turn: about 1 ms of the drain thread's time per round.
 pub(crate) const LOOKS_PER_ROUND: usize = 64;
@@ -195,8 +195,14 @@ fn switch_attr(src: &SwitchSource, stack_bytes: u32) -> b::perf_event_attr {
         attr.sample_type &= !sys::SAMPLE_STACK_USER;
         attr.set_exclude_callchain_user(1);
     }
-    if matches!(src, SwitchSource::Tracepoint { .. }) {
+    if stack_bytes == 0 && matches!(src, SwitchSource::Tracepoint { .. }) {
         attr.sample_type |= sys::SAMPLE_RAW;
+    }
+    if stack_bytes != 0 {
+        // The copy event: registers and stack bytes only; its stack-less partner has the
+        // kernel callchain and `prev_state` (see `copies`). A callchain here would be
+        // computed even for a copy the full ring then drops.
+        attr.sample_type &= !sys::SAMPLE_CALLCHAIN;
     }
     attr.__bindgen_anon_1.sample_period = 1;
     attr
@@ -678,19 +684,6 @@ impl Drop for PerfSampler {
     }
 }
 
-struct Pending {
-    time: u64,
-    seq: u64,
-    role: EventRole,
-    info: RecordParseInfo,
-    rec: OwnedRecord,
-    /// A switch-out's descriptor, resolved as the record was drained.
-    resolved: Option<u32>,
-    /// A stack-less switch-out's user stack, read while its thread still blocked (see
-    /// [`late_stacks`]).
-    late: Option<Vec<u8>>,
-}
-
 fn drain_loop(
     mut opened: Opened,
     mut processor: Processor,
@@ -797,58 +790,13 @@ fn collect(
                 info,
                 rec,
                 resolved,
-                late: None,
+                stack: None,
+                skip: false,
             });
             *seq += 1;
         }
     }
-    late_stacks(pending.get_mut(start..).unwrap_or_default(), processor);
-}
-
-/// Stack reads for switch-outs whose copy the kernel dropped, done as soon as they are
-/// drained (≤ [`POLL_MS`] after the switch-out): each thread's last stack-less switch-out
-/// of the round with no stack copy within [`offcpu::SAME_SWITCH_NS`] of it, at most
-/// [`LATE_PER_ROUND`] of them. A thread still blocked there (its /proc `syscall` file
-/// shows the same PC and SP) has its stack read by the drain thread at no cost to the
-/// target: the long waits, which hold the off-CPU time, get exact stacks; the short
-/// ones have ended and are left to stack reuse.
-fn late_stacks(batch: &mut [Pending], processor: &Processor) {
-    let ids: Vec<Option<SwitchId>> = batch
-        .iter()
-        .map(|p| Processor::switch_id(&p.rec, p.role, &p.info))
-        .collect();
-    let mut copies: HashMap<i32, Vec<u64>> = HashMap::new();
-    let mut last_lite: HashMap<i32, usize> = HashMap::new();
-    for (i, id) in ids.iter().enumerate() {
-        match id {
-            Some(id) if id.copy => copies.entry(id.tid).or_default().push(id.time),
-            Some(id) => {
-                let later = last_lite
-                    .get(&id.tid)
-                    .and_then(|&j| ids.get(j).copied().flatten())
-                    .is_none_or(|prev| prev.time <= id.time);
-                if later {
-                    last_lite.insert(id.tid, i);
-                }
-            }
-            None => {}
-        }
-    }
-    let mut reads = 0;
-    for (tid, i) in last_lite {
-        let Some(Some(id)) = ids.get(i) else { continue };
-        let copied = copies.get(&tid).is_some_and(|t| {
-            t.iter()
-                .any(|&c| c.abs_diff(id.time) < offcpu::SAME_SWITCH_NS)
-        });
-        if copied || reads >= LATE_PER_ROUND {
-            continue;
-        }
-        reads += 1;
-        if let Some(p) = batch.get_mut(i) {
-            p.late = processor.read_late(id);
-        }
-    }
+    copies::attach(pending.get_mut(start..).unwrap_or_default(), processor);
 }
 
 /// Handle the records up to `watermark` in time order, with the /proc looks of that
@@ -863,7 +811,11 @@ fn process_upto(
     let n = pending.partition_point(|p| p.time <= watermark);
     for p in pending.drain(..n) {
         deliver_looks(looks, processor, |t| t < p.time);
-        processor.handle(&p.rec, p.role, &p.info, p.resolved, p.late.as_deref());
+        if p.skip {
+            continue;
+        }
+        let stack = p.stack.as_ref().map(|(b, s)| (b.as_slice(), *s));
+        processor.handle(&p.rec, p.role, &p.info, p.resolved, stack);
     }
     deliver_looks(looks, processor, |t| t <= watermark);
 }
