@@ -33,6 +33,10 @@ use super::sys::OwnedRecord;
 /// thread: two /proc reads, a copy of the stack, two /proc reads again).
 pub(crate) const LATE_PER_ROUND: usize = 64;
 
+/// A switch-out sample's identity, and for a copy its stack bytes (see
+/// `Processor::switch_id`).
+type Switch = Option<(SwitchId, Option<Vec<u8>>)>;
+
 /// One drained record waiting in the sort buffer.
 pub(crate) struct Pending {
     pub time: u64,
@@ -51,7 +55,7 @@ pub(crate) struct Pending {
 /// Pair this round's stack copies with their stack-less samples, then read late stacks
 /// for the threads whose last switch-out of the round had no copy.
 pub(crate) fn attach(batch: &mut [Pending], processor: &Processor) {
-    let ids: Vec<Option<(SwitchId, Option<Vec<u8>>)>> = batch
+    let ids: Vec<Switch> = batch
         .iter()
         .map(|p| Processor::switch_id(&p.rec, p.role, &p.info))
         .collect();
@@ -103,7 +107,7 @@ pub(crate) fn attach(batch: &mut [Pending], processor: &Processor) {
 /// through /proc while the thread still blocks there.
 fn read_late(
     batch: &mut [Pending],
-    ids: &[Option<(SwitchId, Option<Vec<u8>>)>],
+    ids: &[Switch],
     lites: &HashMap<i32, Vec<usize>>,
     processor: &Processor,
 ) {
