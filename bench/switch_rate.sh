@@ -4,18 +4,20 @@
 # sched:sched_switch -g` (a stack on every switch-out) and `perf record -g` (on-CPU
 # only), on three workloads: `perf bench sched pipe` (two processes over a pipe), a UNIX
 # socket ping-pong (tests/fixtures/c/switch_rate.c socket) and a condition-variable
-# hand-off pool (bench/fixtures/handoff_pool.c). Each workload reports its own elapsed
+# hand-off pool (bench/fixtures/handoff_pool.c), and a Python socket ping-pong
+# (bench/fixtures/socket_pingpong.py, Debian's python3). Each workload reports its own elapsed
 # time, so the tools' start-up and analysis are not counted. Modes interleave, order
 # rotated each round, one warm-up round discarded; medians with min..max.
 # Lost: profmap's lost duration records (main ring) / dropped switch-out stack copies
 # (reused stacks share of off-CPU time); perf's LOST events (`perf report --stats`).
 # Prints a Markdown table and the load average. Env: RUNS (default 3), LOOPS (default
-# 50000), POOL_ITEMS (default 30000).
+# 50000), POOL_ITEMS (default 30000), PY_LOOPS (default 20000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 LOOPS=${LOOPS:-50000}
 POOL_ITEMS=${POOL_ITEMS:-30000}
+PY_LOOPS=${PY_LOOPS:-20000}
 PERF=$(command -v perf || true)
 [ -n "$PERF" ] || { echo "needs perf: apt-get install linux-perf" >&2; exit 2; }
 cargo build --release --quiet --bins
@@ -32,6 +34,7 @@ run() {
     pipe) cmd=("$PERF" bench sched pipe -l "$LOOPS") ;;
     socket) cmd=("$W/sock" socket "$LOOPS") ;;
     pool) cmd=("$W/pool" "$POOL_ITEMS") ;;
+    pysock) cmd=(/usr/bin/python3 bench/fixtures/socket_pingpong.py "$PY_LOOPS") ;;
   esac
   case $mode in
     alone) out=$("${cmd[@]}" 2>&1) ;;
@@ -60,7 +63,7 @@ PY
 }
 
 MODES=(alone profmap perf-switch-g perf-g)
-WLS=(pipe socket pool)
+WLS=(pipe socket pysock pool)
 declare -A RES
 for wl in "${WLS[@]}"; do
   for ((r = 0; r <= RUNS; r++)); do
@@ -73,7 +76,7 @@ for wl in "${WLS[@]}"; do
 done
 
 echo "Machine: $(nproc) CPUs, $(uname -r), $(date -u '+%Y-%m-%d %H:%M UTC'); load average: $(cut -d' ' -f1-3 /proc/loadavg)."
-echo "\`bench/switch_rate.sh\`, $RUNS rounds; pipe: perf bench sched pipe -l $LOOPS; socket: switch_rate socket $LOOPS; pool: handoff_pool $POOL_ITEMS."
+echo "\`bench/switch_rate.sh\`, $RUNS rounds; pipe: perf bench sched pipe -l $LOOPS; socket: switch_rate socket $LOOPS; pysock: socket_pingpong.py $PY_LOOPS; pool: handoff_pool $POOL_ITEMS."
 echo
 echo "| workload | mode | elapsed ms | slowdown | lost (profmap: durations/stack copies (reused share); perf: LOST events) |"
 echo "| --- | --- | --- | --- | --- |"
