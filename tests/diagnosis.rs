@@ -578,3 +578,49 @@ fn the_http_fixtures_make_the_requests_and_connections_they_claim() {
     run(&["sequential", &a.port.to_string(), &b.port.to_string(), "5"]);
     assert_eq!((a.stop(), b.stop()), (served(1, 1), served(1, 1)));
 }
+
+/// An HTTP server that writes headers and body in two sends meets the client's delayed
+/// ACK on every request (~40 ms each, Nagle's algorithm): confirmed on the client's
+/// peer with TCP_NODELAY or one write as the advice, in the bottleneck's why-chain. The
+/// same server writing each response in one send: dismissed.
+#[test]
+fn a_response_split_in_two_sends_confirms_delayed_ack_and_one_send_dismisses_it() {
+    let _g = serial();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/python/nagle_http.py");
+    let script = script.to_str().expect("utf-8 path");
+    let (_out, map) = record(&["/usr/bin/python3", script, "split", "40"]);
+    let found = with(&map, "configuration", "confirmed");
+    let delayed: Vec<_> = found
+        .iter()
+        .filter(|s| {
+            s["description"]
+                .as_str()
+                .is_some_and(|t| t.contains("delayed ACK"))
+        })
+        .collect();
+    assert_eq!(delayed.len(), 1, "{:#}", pr(&map)["suspicion_stack"]);
+    let hints = pr(&map)["optimization_hints"].as_array().expect("hints");
+    assert!(
+        hints.iter().any(|h| h["hint"]
+            .as_str()
+            .is_some_and(|t| t.contains("TCP_NODELAY"))),
+        "{hints:#?}"
+    );
+    let why = pr(&map)["top_bottlenecks"][0]["why_chain"].to_string();
+    assert!(why.contains("delayed ACK"), "{why}");
+
+    let (_out, map) = record(&["/usr/bin/python3", script, "one", "40"]);
+    let delayed = suspicions(&map)
+        .iter()
+        .filter(|s| {
+            s["description"]
+                .as_str()
+                .is_some_and(|t| t.contains("delayed ACK"))
+        })
+        .collect::<Vec<_>>();
+    assert!(
+        delayed.iter().all(|s| s["verdict"] == "dismissed") && !delayed.is_empty(),
+        "{:#}",
+        pr(&map)["suspicion_stack"]
+    );
+}

@@ -97,6 +97,8 @@ pub struct Peer {
     /// The peer address or path as the resource names it.
     pub address: String,
     pub role: Option<ResourceRole>,
+    /// A TCP connection (not UDP, not a UNIX socket).
+    pub tcp: bool,
     pub pid: i32,
     /// Time blocked on it: on the critical path when known, else thread time, ms.
     pub wait_ms: f64,
@@ -293,6 +295,7 @@ fn peers(p: &SampledProfile, uses: &[ResourceUse], sample_resources: &[Option<u3
             name: u.service.clone().unwrap_or_else(|| u.name.clone()),
             address: u.name.clone(),
             role: Some(role_of(u.role, u.peer_local)),
+            tcp: u.kind == ResourceKind::SocketTcp,
             pid: u.pid,
             wait_ms: u.critical_ms.unwrap_or(u.blocked_ms),
             wait_critical: u.critical_ms.is_some(),
@@ -318,6 +321,7 @@ fn peers(p: &SampledProfile, uses: &[ResourceUse], sample_resources: &[Option<u3
                 name: super::super::resources::shown_name(r).to_string(),
                 address: r.name.clone(),
                 role: r.peer_local.map(|l| role_of(ResourceRole::Other, Some(l))),
+                tcp: r.kind == ResourceKind::SocketTcp,
                 pid: s.pid,
                 ..Peer::default()
             });

@@ -15,6 +15,7 @@ mod architecture;
 mod configuration;
 mod connection;
 mod data_flow;
+mod delayed_ack;
 pub mod facts;
 mod lifecycle;
 mod lock;
@@ -47,6 +48,7 @@ pub const RULES: &[Rule] = &[
     ("redundant_work", redundant::check),
     ("resource_lifecycle", lifecycle::check),
     ("configuration", configuration::check),
+    ("delayed_ack", delayed_ack::check),
     ("lock_contention", lock::check),
 ];
 
@@ -252,7 +254,8 @@ mod tests {
     #[test]
     fn every_rule_family_is_registered() {
         let names: Vec<&str> = RULES.iter().map(|r| r.0).collect();
-        assert_eq!(names.len(), 7);
+        assert_eq!(names.len(), 8);
+        assert!(names.contains(&"delayed_ack"));
         assert!(names.contains(&"connection_management"));
     }
 }

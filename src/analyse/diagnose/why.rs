@@ -28,7 +28,8 @@ fn explains(x: &Finding, class: Classification) -> bool {
         C::IoDb | C::IoNetwork | C::IoFile | C::External | C::Architecture
     );
     match x.suspicion.category {
-        S::Configuration => class == C::Cpu,
+        // A setting of a connection (TCP's delayed ACK) explains its waits.
+        S::Configuration => class == C::Cpu || (io && x.resource.is_some()),
         S::ResourceLifecycle | S::Memory => class == C::Memory,
         S::Other => class == C::Lock,
         S::Architecture | S::ConnectionManagement | S::AsyncPatterns => io,
