@@ -9,9 +9,11 @@
 # time, so the tools' start-up and analysis are not counted. Modes interleave, order
 # rotated each round, one warm-up round discarded; medians with min..max.
 # Lost: profmap's lost duration records (main ring) / dropped switch-out stack copies
-# (reused stacks share of off-CPU time); perf's LOST events (`perf report --stats`).
+# (shares of off-CPU time with a reused stack + a late-read one); perf's LOST events
+# (`perf report --stats`).
 # Prints a Markdown table and the load average. Env: RUNS (default 3), LOOPS (default
-# 50000), POOL_ITEMS (default 30000), PY_LOOPS (default 20000).
+# 50000), POOL_ITEMS (default 30000), PY_LOOPS (default 20000), PIN (1: every workload
+# on CPU 1 only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
@@ -36,6 +38,10 @@ run() {
     pool) cmd=("$W/pool" "$POOL_ITEMS") ;;
     pysock) cmd=(/usr/bin/python3 bench/fixtures/socket_pingpong.py "$PY_LOOPS") ;;
   esac
+  # PIN=1: the workload on CPU 1 only. Its two sides then take turns on one CPU and
+  # the slowdown is the tools' cost per switch; unpinned, a ping-pong's speed depends on
+  # where the scheduler puts its sides (seen: 0.24 s to 2.5 s alone for the same pipe).
+  [ "${PIN:-0}" = 1 ] && cmd=(taskset -c 1 "${cmd[@]}")
   case $mode in
     alone) out=$("${cmd[@]}" 2>&1) ;;
     profmap)
@@ -44,8 +50,8 @@ run() {
       lost=$(python3 - "$W/pm/profile.json.gz" <<'PY'
 import gzip, json, sys
 q = json.load(gzip.open(sys.argv[1]))["sampled"]["quality"]
-r = q.get("off_cpu_reused_stack_share")
-print(f'{q["lost_samples"]}/{q.get("lost_stack_copies", 0)}({(r or 0) * 100:.0f}%)')
+r = q.get("off_cpu_reused_stack_share"); l = q.get("off_cpu_late_stack_share")
+print(f"{q['lost_samples']}/{q.get('lost_stack_copies', 0)}({(r or 0) * 100:.0f}%+{(l or 0) * 100:.0f}%)")
 PY
 ) ;;
     perf-switch-g|perf-g)
@@ -76,9 +82,9 @@ for wl in "${WLS[@]}"; do
 done
 
 echo "Machine: $(nproc) CPUs, $(uname -r), $(date -u '+%Y-%m-%d %H:%M UTC'); load average: $(cut -d' ' -f1-3 /proc/loadavg)."
-echo "\`bench/switch_rate.sh\`, $RUNS rounds; pipe: perf bench sched pipe -l $LOOPS; socket: switch_rate socket $LOOPS; pysock: socket_pingpong.py $PY_LOOPS; pool: handoff_pool $POOL_ITEMS."
+echo "\`bench/switch_rate.sh\`, $RUNS rounds, PIN=${PIN:-0}; pipe: perf bench sched pipe -l $LOOPS; socket: switch_rate socket $LOOPS; pysock: socket_pingpong.py $PY_LOOPS; pool: handoff_pool $POOL_ITEMS."
 echo
-echo "| workload | mode | elapsed ms | slowdown | lost (profmap: durations/stack copies (reused share); perf: LOST events) |"
+echo "| workload | mode | elapsed ms | slowdown | lost (profmap: durations/stack copies (reused + late-read shares); perf: LOST events) |"
 echo "| --- | --- | --- | --- | --- |"
 for wl in "${WLS[@]}"; do
   base=""
