@@ -14,11 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use flate2::Compression;
-use flate2::write::GzEncoder;
-
 use super::outfile::{self, TempOut};
-use super::{RECORDING, RUN_LOG};
+use super::{RECORDING, RECORDING_V1, RUN_LOG};
 use crate::analyse;
 use crate::error::Error;
 use crate::plan::OutputPlan;
@@ -35,6 +32,7 @@ pub const OWN_FILES: &[&str] = &[
     "summary.json",
     "baseline.json",
     RECORDING,
+    RECORDING_V1,
     RUN_LOG,
     "flamegraph.svg",
     "flamegraph-cpu.svg",
@@ -57,6 +55,8 @@ pub struct Target<'a> {
     pub keep: &'a [&'a str],
     /// Recording and log readable by their owner only (root profiling a target).
     pub private: bool,
+    /// The recording's file name in `out` (written, or kept as it was read).
+    pub recording: &'a str,
 }
 
 /// Names written so far.
@@ -136,7 +136,7 @@ fn write_all(
         ("performance_map_yaml", "performance_map.yaml"),
         ("report", "report.md"),
         ("report_html", "report.html"),
-        ("recording", RECORDING),
+        ("recording", t.recording),
         ("run_log", RUN_LOG),
     ] {
         artifacts.insert(k.to_string(), v.to_string());
@@ -150,7 +150,7 @@ fn write_all(
     artifacts.insert("summary".into(), summary_artifact);
     if write_rec {
         timed("recording", || write_recording(rec, t))?;
-        done.0.insert(RECORDING.into());
+        done.0.insert(t.recording.into());
     }
     let mut flames = None;
     let deep = match &rec.sampled {
@@ -229,18 +229,14 @@ pub(super) fn write_summary(t: &Target, bytes: &[u8]) -> Result<(), Error> {
     }
 }
 
-/// The recording, gzip JSON (the format `profile::read_recording` reads).
+/// The recording, version 2 (the format `profile::read_recording` reads).
 fn write_recording(rec: &Recording, t: &Target) -> Result<(), Error> {
-    let mut tmp = TempOut::create(t.out, RECORDING, t.private)?;
-    let path = t.out.join(RECORDING);
+    let mut tmp = TempOut::create(t.out, t.recording, t.private)?;
+    let path = t.out.join(t.recording);
     {
-        let mut enc = GzEncoder::new(BufWriter::new(tmp.file()), Compression::fast());
-        serde_json::to_writer(&mut enc, rec).map_err(|e| match e.io_error_kind() {
-            Some(k) => Error::io(&path, k.into()),
-            None => Error::Tool(e.to_string()),
-        })?;
-        let mut inner = enc.finish().map_err(|e| Error::io(&path, e))?;
-        inner.flush().map_err(|e| Error::io(&path, e))?;
+        let mut w = crate::profile::pmr::write(rec, BufWriter::new(tmp.file()))
+            .map_err(|e| Error::io(&path, e))?;
+        w.flush().map_err(|e| Error::io(&path, e))?;
     }
     tmp.commit().map(|_| ())
 }
@@ -258,7 +254,7 @@ fn baseline_doc(rec: &Recording) -> Result<serde_json::Value, Error> {
     Ok(serde_json::json!({
         "run_id": rec.meta.run_id,
         "command": rec.meta.command,
-        "note": "every run's raw figures; per-run timelines are in profile.json.gz",
+        "note": "every run's raw figures; per-run timelines are in the recording",
         "baseline": v,
     }))
 }
@@ -358,6 +354,7 @@ mod tests {
             oplan: &oplan,
             keep: &[],
             private: false,
+            recording: RECORDING,
         };
         let e = fail(&rec, &t, &Error::Tool("No space left on device".into()));
         let msg = e.to_string();
