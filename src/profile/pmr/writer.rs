@@ -20,6 +20,8 @@ pub struct Writer<W: Write> {
     samples: u64,
     /// Sample blocks written so far.
     blocks: u64,
+    /// Bytes written so far (header and chunks).
+    bytes: usize,
 }
 
 impl<W: Write> Writer<W> {
@@ -33,18 +35,19 @@ impl<W: Write> Writer<W> {
             ..rec_without_sampled(rec)
         };
         let json = serde_json::to_vec(&head).map_err(io::Error::other)?;
-        chunk(&mut out, TAG_META, &json, Compression::default())?;
+        let bytes = MAGIC.len() + 4 + chunk(&mut out, TAG_META, &json, Compression::default())?;
         Ok(Writer {
             out,
             samples: 0,
             blocks: 0,
+            bytes,
         })
     }
 
     /// Append samples, in blocks of at most [`BLOCK_SAMPLES`].
     pub fn samples(&mut self, samples: &[ThreadSample]) -> io::Result<()> {
         for block in samples.chunks(BLOCK_SAMPLES) {
-            chunk(
+            self.bytes += chunk(
                 &mut self.out,
                 TAG_SAMPLES,
                 &columns::encode(block),
@@ -54,6 +57,11 @@ impl<W: Write> Writer<W> {
             self.blocks += 1;
         }
         Ok(())
+    }
+
+    /// Bytes written so far: the file up to here reads as a recording cut off there.
+    pub fn written(&self) -> usize {
+        self.bytes
     }
 
     /// Write the end marker and hand back the writer (not flushed).
@@ -76,8 +84,8 @@ pub fn write<W: Write>(rec: &Recording, out: W) -> io::Result<W> {
 }
 
 /// One chunk: header (tag, raw length, stored length, CRC-32 of the stored bytes) and
-/// the deflated payload.
-fn chunk(out: &mut impl Write, tag: [u8; 4], raw: &[u8], level: Compression) -> io::Result<()> {
+/// the deflated payload; the bytes written.
+fn chunk(out: &mut impl Write, tag: [u8; 4], raw: &[u8], level: Compression) -> io::Result<usize> {
     let mut enc = DeflateEncoder::new(Vec::with_capacity(raw.len() / 4 + 64), level);
     enc.write_all(raw)?;
     let stored = enc.finish()?;
@@ -92,7 +100,8 @@ fn chunk(out: &mut impl Write, tag: [u8; 4], raw: &[u8], level: Compression) -> 
     header[8..12].copy_from_slice(&stored_len.to_le_bytes());
     header[12..].copy_from_slice(&crc.sum().to_le_bytes());
     out.write_all(&header)?;
-    out.write_all(&stored)
+    out.write_all(&stored)?;
+    Ok(header.len() + stored.len())
 }
 
 /// Everything of the recording but its deep profile (cheap: no samples to copy).
