@@ -155,7 +155,17 @@ fn write_all(
     let mut flames = None;
     let deep = match &rec.sampled {
         Some(p) => {
-            flames = Some(timed("flamegraphs", || write_profile_views(p, t, done))?);
+            // The flamegraphs and the analysis are independent: drawn beside it.
+            let (views, analysed) = std::thread::scope(|sc| {
+                let views = sc.spawn(|| timed("flamegraphs", || profile_views(p)));
+                let analysed = analyse_and_export(rec, p, t);
+                (joined(views.join()), analysed)
+            });
+            let views = views?;
+            done.put(t, "flamegraph.svg", &views.wall)?;
+            done.put(t, "flamegraph-cpu.svg", &views.cpu)?;
+            done.put(t, "stacks.folded", views.folded.as_bytes())?;
+            flames = Some((views.wall, views.cpu));
             for (k, v) in [
                 ("flamegraph", "flamegraph.svg"),
                 ("flamegraph_cpu", "flamegraph-cpu.svg"),
@@ -163,14 +173,12 @@ fn write_all(
             ] {
                 artifacts.insert(k.into(), v.into());
             }
-            // One analysis serves the exports and the map.
-            let p = analyse::analysed_profile(p);
-            let a = timed("analysis", || analyse::analyse(&p));
-            if !t.oplan.exports.is_empty() {
-                let input = crate::export::Input::with_analysis(rec, Cow::Borrowed(&*p), &a);
-                write_exports(&input, t, done, &mut artifacts)?;
+            let (view, exports) = analysed?;
+            for (format, name, bytes) in exports {
+                done.put(t, name, &bytes)?;
+                artifacts.insert(format.to_string(), name.to_string());
             }
-            Some(timed("diagnosis", || deep_view(rec, &p, a)))
+            Some(view)
         }
         None => None,
     };
@@ -259,45 +267,84 @@ fn baseline_doc(rec: &Recording) -> Result<serde_json::Value, Error> {
     }))
 }
 
-/// The wall-clock and on-CPU flamegraph SVGs.
-type FlameSvgs = (Vec<u8>, Vec<u8>);
-
-/// Flamegraphs (wall-clock and on-CPU) and collapsed stacks of a deep profile; the two
-/// SVGs are returned for report.html.
-fn write_profile_views(
-    p: &SampledProfile,
-    t: &Target,
-    done: &mut Done,
-) -> Result<FlameSvgs, Error> {
-    use crate::export::flamegraph::{FlameKind, svg};
-    let wall = svg(
-        p,
-        FlameKind::Wall,
-        "profmap: wall-clock time (on-CPU + off-CPU by wait class)",
-    )?;
-    done.put(t, "flamegraph.svg", &wall)?;
-    let cpu = svg(p, FlameKind::Cpu, "profmap: on-CPU time")?;
-    done.put(t, "flamegraph-cpu.svg", &cpu)?;
-    let folded = crate::export::folded::folded(p, false);
-    done.put(t, "stacks.folded", folded.as_bytes())?;
-    Ok((wall, cpu))
+/// The flamegraphs (wall-clock and on-CPU) and collapsed stacks of a deep profile.
+#[derive(Debug)]
+struct ProfileViews {
+    /// flamegraph.svg.
+    wall: Vec<u8>,
+    /// flamegraph-cpu.svg.
+    cpu: Vec<u8>,
+    /// stacks.folded (the wall flamegraph's input).
+    folded: String,
 }
 
-/// The `--export` formats, each under its file name, listed in the artifacts under
-/// the format's name.
-fn write_exports(
-    input: &crate::export::Input,
+/// Draw the two flamegraphs, each on its own thread; the folded stacks are made once
+/// for the wall-clock one and stacks.folded.
+fn profile_views(p: &SampledProfile) -> Result<ProfileViews, Error> {
+    use crate::export::flamegraph::{FlameKind, svg, svg_of_folded};
+    std::thread::scope(|sc| {
+        let cpu = sc.spawn(|| svg(p, FlameKind::Cpu, "profmap: on-CPU time"));
+        let folded = crate::export::folded::folded(p, false);
+        let wall = svg_of_folded(
+            p,
+            FlameKind::Wall,
+            "profmap: wall-clock time (on-CPU + off-CPU by wait class)",
+            &folded,
+        )?;
+        Ok(ProfileViews {
+            wall,
+            cpu: joined(cpu.join())?,
+            folded,
+        })
+    })
+}
+
+/// An exported file: the format's name, its file name, its bytes.
+type Exported = (&'static str, &'static str, Vec<u8>);
+
+/// Analyse the profile once; then the `--export` formats, one thread each, and the
+/// diagnosis for the map.
+fn analyse_and_export(
+    rec: &Recording,
+    p: &SampledProfile,
     t: &Target,
-    done: &mut Done,
-    artifacts: &mut BTreeMap<String, String>,
-) -> Result<(), Error> {
-    for &f in &t.oplan.exports {
-        let name = crate::export::exporter(f).file_name();
-        let bytes = timed(name, || crate::export::to_bytes(f, input))?;
-        done.put(t, name, &bytes)?;
-        artifacts.insert(f.name().to_string(), name.to_string());
+) -> Result<(DeepView, Vec<Exported>), Error> {
+    let p = analyse::analysed_profile(p);
+    let a = timed("analysis", || analyse::analyse(&p));
+    if t.oplan.exports.is_empty() {
+        return Ok((timed("diagnosis", || deep_view(rec, &p, a)), Vec::new()));
     }
-    Ok(())
+    let input = crate::export::Input::with_analysis(rec, Cow::Borrowed(&*p), &a);
+    let exports = std::thread::scope(|sc| {
+        let handles: Vec<_> = t
+            .oplan
+            .exports
+            .iter()
+            .map(|&f| {
+                let input = &input;
+                sc.spawn(move || {
+                    let name = crate::export::exporter(f).file_name();
+                    timed(name, || crate::export::to_bytes(f, input))
+                        .map(|bytes| (f.name(), name, bytes))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| joined(h.join()))
+            .collect::<Result<Vec<_>, Error>>()
+    })?;
+    drop(input);
+    Ok((timed("diagnosis", || deep_view(rec, &p, a)), exports))
+}
+
+/// The result of a thread that made an output; its panic as an error.
+fn joined<T>(r: std::thread::Result<Result<T, Error>>) -> Result<T, Error> {
+    r.unwrap_or_else(|_| {
+        Err(Error::Tool(
+            "an output could not be made (a thread panicked)".into(),
+        ))
+    })
 }
 
 /// The diagnosis of an analysed profile (`p` as the analysis saw it: the diagnosis reads
