@@ -4,11 +4,11 @@
 # sample counts (default 100k, 1M, 10M), side by side in interleaved rounds; wall time
 # and peak memory (max RSS, /usr/bin/time) as medians; recording size against perf.data.
 #
-# profmap's recordings are synthetic: one real recording of a CPU-bound C program
-# (three_funcs at 10 kHz, ~97k samples) repeated in time up to N samples by
-# examples/inflate_recording.rs. perf's are real: `perf record -e cpu-clock -c 10000 -g`
-# (100 kHz) of the same program run long enough for N samples (two copies at once from
-# 1M up, so 10M takes ~50 s on two cores).
+# perf's are real: `perf record -e cpu-clock -c 10000 -g` (100 kHz) of a CPU-bound C
+# program (three_funcs) run long enough for about N samples (two copies at once from 1M
+# up). profmap's recordings are synthetic, of exactly as many samples as perf's file
+# holds: one real recording of the same program (10 kHz, ~80k samples) repeated in time
+# by examples/inflate_recording.rs.
 #
 # Needs: perf, cc, /usr/bin/time, cargo. Env: SIZES ("100000 1000000 10000000"),
 # ROUNDS (3), PM_OLD=path to an older profmap (adds its time on the version-1 JSON
@@ -35,26 +35,28 @@ cc -O2 -g tests/fixtures/c/three_funcs.c -lpthread -o "$W/three_funcs"
 [ -f "$W/base/profile.pmr" ] || "$PM" record -q --frequency 10000 --out "$W/base" -- "$W/three_funcs" 400000000
 
 for n in $SIZES; do
-  [ -f "$W/pm.$n.pmr" ] || "$INFLATE" "$W/base/profile.pmr" "$W/pm.$n.pmr" "$n" >"$W/pm.$n.info"
-  if [ -n "${PM_OLD:-}" ] && [ "$n" -le 1000000 ] && [ ! -f "$W/v1.$n/profile.json.gz" ]; then
-    mkdir -p "$W/v1.$n"
-    "$INFLATE" "$W/base/profile.pmr" "$W/v1.$n/profile.json.gz" "$n" --v1 >/dev/null
-  fi
   if [ ! -f "$W/perf.$n.data" ]; then
-    # Under perf at 100 kHz three_funcs yields ~29k samples per million of its argument here.
-    arg=$((n * 34))
+    # Under perf at 100 kHz three_funcs yields one sample per ~77 units of its argument
+    # here when alone, per ~48 when two run at once (measured; perf slows it down, by
+    # more or less from run to run: profmap's recording is then cut to perf's count).
     if [ "$n" -ge 1000000 ]; then
       "$PERF" record -q -e cpu-clock -c 10000 -g -o "$W/perf.$n.data" -- \
-        sh -c "'$W/three_funcs' $((arg / 2)) & '$W/three_funcs' $((arg / 2)); wait" >/dev/null 2>&1
+        sh -c "'$W/three_funcs' $((n * 24)) & '$W/three_funcs' $((n * 24)); wait" >/dev/null 2>&1
     else
-      "$PERF" record -q -e cpu-clock -c 10000 -g -o "$W/perf.$n.data" -- "$W/three_funcs" "$arg" >/dev/null 2>&1
+      "$PERF" record -q -e cpu-clock -c 10000 -g -o "$W/perf.$n.data" -- "$W/three_funcs" $((n * 77)) >/dev/null 2>&1
     fi
   fi
-  "$PERF" report -i "$W/perf.$n.data" --stdio --sort comm -F sample 2>/dev/null |
+  [ -s "$W/perf.$n.samples" ] || "$PERF" report -i "$W/perf.$n.data" --stdio --sort comm -F sample 2>/dev/null |
     awk '/^ *[0-9]+ /{s+=$1} END{print s}' >"$W/perf.$n.samples"
+  count=$(cat "$W/perf.$n.samples")
+  [ -f "$W/pm.$n.pmr" ] || "$INFLATE" "$W/base/profile.pmr" "$W/pm.$n.pmr" "$count" >"$W/pm.$n.info"
+  if [ -n "${PM_OLD:-}" ] && [ "$n" -le 1000000 ] && [ ! -f "$W/v1.$n/profile.json.gz" ]; then
+    mkdir -p "$W/v1.$n"
+    "$INFLATE" "$W/base/profile.pmr" "$W/v1.$n/profile.json.gz" "$count" --v1 >/dev/null
+  fi
 done
 
-# t WHAT OUTFILE CMD...: append "wall_s max_rss_kb" of CMD to OUTFILE.
+# t OUTFILE CMD...: append "wall_s max_rss_kb" of CMD to OUTFILE.
 t() {
   local out=$1; shift
   /usr/bin/time -f "%e %M" -o "$W/.t" "$@" >/dev/null 2>&1 || { echo "failed: $*" >&2; exit 1; }

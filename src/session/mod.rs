@@ -288,7 +288,7 @@ fn baseline_phase(
 /// `profmap report`: re-analyse a recording and rewrite every output from it.
 pub fn report(plan: &ReportPlan) -> Result<i32, Error> {
     let input = recording_path(&plan.input)?;
-    let rec = read_recording(&input)?;
+    let rec = outputs::timed("reading the recording", || read_recording(&input))?;
     let out_dir = match &plan.output.dir {
         Some(d) => d.clone(),
         None => input

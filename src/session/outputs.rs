@@ -359,15 +359,24 @@ fn deep_view(rec: &Recording, p: &SampledProfile, mut a: analyse::Analysis) -> D
     DeepView::from_analysis(&a)
 }
 
-/// `PROFMAP_TIMINGS=1`: what each output took, on stderr (`bench/exports.sh` reads it).
-fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
+/// `PROFMAP_TIMINGS=1`: what each output took, and the process's peak memory so far,
+/// on stderr (`bench/exports.sh` reads it).
+pub(super) fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
     if std::env::var_os("PROFMAP_TIMINGS").is_none() {
         return f();
     }
     let t0 = std::time::Instant::now();
     let r = f();
+    let peak = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(String::new(), |kb| format!(" (peak RSS so far {} MiB)", kb >> 10));
     eprintln!(
-        "profmap timing: {what} {:.1} ms",
+        "profmap timing: {what} {:.1} ms{peak}",
         t0.elapsed().as_secs_f64() * 1e3
     );
     r
