@@ -374,7 +374,9 @@ pub(super) fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
                 .find_map(|l| l.strip_prefix("VmHWM:"))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         })
-        .map_or(String::new(), |kb| format!(" (peak RSS so far {} MiB)", kb >> 10));
+        .map_or(String::new(), |kb| {
+            format!(" (peak RSS so far {} MiB)", kb >> 10)
+        });
     eprintln!(
         "profmap timing: {what} {:.1} ms{peak}",
         t0.elapsed().as_secs_f64() * 1e3
