@@ -225,14 +225,14 @@ mod tests {
             pid: 100 + (i % 3) as i32,
             tid: -5 + (i % 2) as i32,
             time_ns: if i % 4 == 1 { 7 } else { u64::MAX - i },
-            stack: (i % 5 != 0).then_some(i as u32 * 1000),
+            stack: (!i.is_multiple_of(5)).then_some(i as u32 * 1000),
             weight_ns: 100_000,
             kind: kind_of((i % 5) as u8).expect("kind"),
-            waker: (i % 5 != 0 && i % 2 == 0).then_some(Waker {
+            waker: (!i.is_multiple_of(5) && i.is_multiple_of(2)).then_some(Waker {
                 pid: i32::MIN,
                 tid: i32::MAX,
                 time_ns: i,
-                stack: (i % 3 == 0).then_some(u32::MAX - 1),
+                stack: i.is_multiple_of(3).then_some(u32::MAX - 1),
             }),
         }
     }
