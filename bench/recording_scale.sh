@@ -36,14 +36,16 @@ cc -O2 -g tests/fixtures/c/three_funcs.c -lpthread -o "$W/three_funcs"
 
 for n in $SIZES; do
   if [ ! -f "$W/perf.$n.data" ]; then
-    # Under perf at 100 kHz three_funcs yields one sample per ~77 units of its argument
-    # here when alone, per ~48 when two run at once (measured; perf slows it down, by
-    # more or less from run to run: profmap's recording is then cut to perf's count).
+    # Under perf at 100 kHz three_funcs yields one sample per ~73 units of its argument
+    # here when alone; two at once, per ~75 (1M) to ~58 (10M) units in all (measured:
+    # perf slows it down, more in short runs). The counts come out near N, not at it:
+    # profmap's recording is then cut to perf's count.
     if [ "$n" -ge 1000000 ]; then
+      half=$((n * (n >= 10000000 ? 29 : 37)))
       "$PERF" record -q -e cpu-clock -c 10000 -g -o "$W/perf.$n.data" -- \
-        sh -c "'$W/three_funcs' $((n * 24)) & '$W/three_funcs' $((n * 24)); wait" >/dev/null 2>&1
+        sh -c "'$W/three_funcs' $half & '$W/three_funcs' $half; wait" >/dev/null 2>&1
     else
-      "$PERF" record -q -e cpu-clock -c 10000 -g -o "$W/perf.$n.data" -- "$W/three_funcs" $((n * 77)) >/dev/null 2>&1
+      "$PERF" record -q -e cpu-clock -c 10000 -g -o "$W/perf.$n.data" -- "$W/three_funcs" $((n * 73)) >/dev/null 2>&1
     fi
   fi
   [ -s "$W/perf.$n.samples" ] || "$PERF" report -i "$W/perf.$n.data" --stdio --sort comm -F sample 2>/dev/null |
