@@ -99,9 +99,11 @@ workload() {
 # "rt=.. sends=.. recvs=.. lost=.. own=..".
 profmap_figures() {
   python3 - "$1" "$2" <<'PY'
-import gzip, json, sys
+import json, sys
+sys.path.insert(0, "bench")
+import pmr
 d = sys.argv[1]
-rec = json.load(gzip.open(f"{d}/profile.json.gz"))
+rec = pmr.load(pmr.recording(d))
 run = rec["profiled_run"]
 u, s_ = (float(x) for x in open(sys.argv[2]).read().split()[-2:])
 own = f"{(u + s_) * 1000 - run['user_ms'] - run['sys_ms']:.0f}"

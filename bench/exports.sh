@@ -55,8 +55,10 @@ tables=$(python3 - "$PM" "$W" "$RUNS" "$FREQ" "$PY" "$PY_REPS" <<'PY'
 import gzip, json, os, shutil, statistics, subprocess, sys, time
 
 pm, w, runs, freq, py, py_reps = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
-rec = os.path.join(w, "rec", "profile.json.gz")
-samples = len(json.load(gzip.open(rec))["sampled"]["samples"])
+sys.path.insert(0, "bench")
+import pmr
+rec = pmr.recording(os.path.join(w, "rec"))
+samples = len(pmr.load(rec)["sampled"]["samples"])
 
 def timed(cmd, env=None):
     """Wall seconds and peak RSS (MiB) of one command, through GNU time."""

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Helper of bench/profile_vs_perf.sh.
 
-  inflate SRC DST N   replicate the samples of a profmap recording (profile.json.gz), time
+  inflate SRC DST N   replicate the samples of a profmap recording (profile.pmr or .json.gz), time
                       shifted by one run's length per copy, until it holds >= N samples;
                       frames, stacks and the format are kept. Prints a JSON summary.
   tables W REPORT_RUNS FREQ LABEL=DESCRIPTION...
@@ -17,6 +17,9 @@ import re
 import statistics
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pmr  # noqa: E402
+
 TOP = 5
 GOAL_SLOWDOWN = 3.0
 GOAL_REPORT_S = 2.0
@@ -24,7 +27,7 @@ GOAL_AGREE = 2.0
 
 
 def inflate(src, dst, want):
-    rec = json.load(gzip.open(src))
+    rec = pmr.load(src)
     s = rec["sampled"]
     base = s["samples"]
     n = len(base)
@@ -96,7 +99,7 @@ def perf_rules_shares(rec_path):
     samples only, the innermost frame (kernel included) is the function, and inlined frames
     are folded into the function they were inlined into (perf names symbols, not DWARF
     inline scopes)."""
-    s = json.load(gzip.open(rec_path))["sampled"]
+    s = pmr.load(rec_path)["sampled"]
     frames, stacks = s["frames"], s["stacks"]
     leaf_name = {}
     total, off, acc = 0, 0, {}
@@ -174,7 +177,7 @@ def tables(w, report_runs, freq, workloads):
             + (f" (not resolved: the interval spans {GOAL_SLOWDOWN:.0f}%)" if ci["pm"][0] <= GOAL_SLOWDOWN <= ci["pm"][1] else ""))
 
         # Samples and quality.
-        rules_off = [perf_rules_shares(f"{d}/pm.{i}/profile.json.gz") for i in idx]
+        rules_off = [perf_rules_shares(pmr.recording(f"{d}/pm.{i}")) for i in idx]
         rules = [r for r, _ in rules_off]
         off_pct = [o for _, o in rules_off]
         q = [m["measurement_quality"] for m in maps]

@@ -12,6 +12,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pmr  # noqa: E402
 from profile_vs_perf_tables import boot_ci, fmt_pct, med, read_t  # noqa: E402
 
 TOP = 5
@@ -51,7 +52,7 @@ def profmap_self(path):
     """Self time (ns) per Python function from a profmap recording, of the time threads
     were running or runnable: the innermost Python frame of each such sample (native
     frames below it count to it)."""
-    rec = json.load(gzip.open(path))
+    rec = pmr.load(path)
     s = rec["sampled"]
     frames, stacks = s["frames"], s["stacks"]
     inner = {}  # stack index -> innermost Python function name, or None
@@ -86,7 +87,7 @@ def native_lock_share(path):
     """Share (%) of the Python process's running or runnable time whose native stack is
     inside a `_thread.lock`/`RLock` acquire: a check of the lock functions' shares that
     does not depend on either tool's Python reads (perf's native stacks)."""
-    rec = json.load(gzip.open(path))
+    rec = pmr.load(path)
     s = rec["sampled"]
     frames, stacks = s["frames"], s["stacks"]
     locked, total = 0, 0
@@ -174,9 +175,9 @@ def tables(w, rounds, workloads):
         # Agreement: mean shares over the rounds.
         ref = mean_shares([pyspy_self(f"{d}/py-spy.{i}.txt") for i in idx])
         nb = mean_shares([pyspy_self(f"{d}/py-spy-nb.{i}.txt") for i in idx])
-        pm = mean_shares([profmap_self(f"{d}/profmap.{i}/profile.json.gz") for i in idx])
+        pm = mean_shares([profmap_self(pmr.recording(f"{d}/profmap.{i}")) for i in idx])
         ref_top, pm_top = top(ref), top(pm)
-        lock = med([native_lock_share(f"{d}/profmap.{i}/profile.json.gz") for i in idx])
+        lock = med([native_lock_share(pmr.recording(f"{d}/profmap.{i}")) for i in idx])
         places = len({k for k, _ in ref_top} & {k for k, _ in pm_top})
         worst = max(abs(pm.get(k, 0.0) - v) for k, v in ref_top)
         worst_nb = max(abs(pm.get(k, 0.0) - nb.get(k, 0.0)) for k, _ in ref_top)

@@ -269,7 +269,7 @@ pub struct OutputPlan {
 
 #[derive(Debug, Clone)]
 pub struct ReportPlan {
-    /// A recording file, or a folder holding `profile.json.gz`.
+    /// A recording file, or a folder holding `profile.pmr` (or an older `profile.json.gz`).
     pub input: PathBuf,
     pub output: OutputPlan,
 }

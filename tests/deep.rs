@@ -98,7 +98,7 @@ fn record_then_report_reproduces_the_same_map() {
     let second = d.path().join("second");
     profmap()
         .args(["report", "-q"])
-        .arg(first.join("profile.json.gz"))
+        .arg(first.join("profile.pmr"))
         .arg("--out")
         .arg(&second)
         .assert()
@@ -488,7 +488,7 @@ fn planted_jit_maps_are_refused_with_a_warning() {
             .timeout(std::time::Duration::from_secs(120))
             .assert()
             .success();
-        let rec = profmap::profile::read_recording(&out.join("profile.json.gz")).expect("read");
+        let rec = profmap::profile::read_recording(&out.join("profile.pmr")).expect("read");
         if let Some(run) = &rec.profiled_run {
             let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", run.pid));
         }

@@ -58,8 +58,7 @@ fn record_with(flags: &[&str], args: &[&str]) -> (Value, SampledProfile) {
         .assert()
         .success();
     let map = valid_map(out.path());
-    let rec =
-        profmap::profile::read_recording(&out.path().join("profile.json.gz")).expect("recording");
+    let rec = profmap::profile::read_recording(&out.path().join("profile.pmr")).expect("recording");
     (map, rec.sampled.expect("sampled profile"))
 }
 

@@ -43,7 +43,10 @@ fn record_and_export(dir: &Path, bin: &Path, args: &[&str]) -> (Value, Value) {
         .success();
     (
         read_gz(&dir.join("firefox.json.gz")),
-        read_gz(&dir.join("profile.json.gz")),
+        serde_json::to_value(
+            profmap::profile::read_recording(&dir.join("profile.pmr")).expect("recording"),
+        )
+        .expect("recording as JSON"),
     )
 }
 

@@ -77,7 +77,7 @@ fn recorded_ns(dir: &Path) -> HashMap<i64, u64> {
 /// Per thread (tid), the time the recording's samples weigh (on-CPU ones only when
 /// `cpu_only`), ns.
 fn recorded_by_tid(dir: &Path, cpu_only: bool) -> HashMap<i64, u64> {
-    let rec = profmap::profile::read_recording(&dir.join("profile.json.gz")).expect("recording");
+    let rec = profmap::profile::read_recording(&dir.join("profile.pmr")).expect("recording");
     let mut out = HashMap::new();
     for s in rec.sampled.expect("deep profile").samples {
         if !cpu_only || matches!(s.kind, profmap::profile::SampleKind::OnCpu) {

@@ -21,7 +21,7 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Every file of a folder, as text (profile.json.gz unzipped).
+/// Every file of a folder, as text (gzip unzipped, the recording as JSON).
 fn all_text(dir: &Path) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).expect("dir") {
@@ -30,7 +30,10 @@ fn all_text(dir: &Path) -> Vec<(String, String)> {
             continue;
         }
         let raw = std::fs::read(&p).expect("read");
-        let text = if raw.starts_with(&[0x1f, 0x8b]) {
+        let text = if p.extension().is_some_and(|e| e == "pmr") {
+            let rec = profmap::profile::read_recording(&p).expect("recording");
+            serde_json::to_string(&rec).expect("recording as JSON")
+        } else if raw.starts_with(&[0x1f, 0x8b]) {
             let mut s = String::new();
             flate2::read::GzDecoder::new(&raw[..])
                 .read_to_string(&mut s)
@@ -67,12 +70,7 @@ fn links_planted_by_another_user_are_replaced_not_followed() {
     std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     lchown(&out, Some(NOBODY), Some(NOBODY)).expect("chown");
     let mut victims = Vec::new();
-    for name in [
-        "run.log",
-        ".report.md.tmp",
-        "summary.json",
-        "profile.json.gz",
-    ] {
+    for name in ["run.log", ".report.md.tmp", "summary.json", "profile.pmr"] {
         let victim = d.path().join(format!("victim-{name}"));
         std::fs::write(&victim, "precious").expect("write");
         symlink(&victim, out.join(name)).expect("symlink");
@@ -88,7 +86,7 @@ fn links_planted_by_another_user_are_replaced_not_followed() {
             v.display()
         );
     }
-    for name in ["run.log", "summary.json", "report.md", "profile.json.gz"] {
+    for name in ["run.log", "summary.json", "report.md", "profile.pmr"] {
         let m = std::fs::symlink_metadata(out.join(name)).expect("meta");
         assert!(m.file_type().is_file(), "{name} is not a regular file");
     }
@@ -124,7 +122,7 @@ fn secrets_in_the_command_are_redacted_everywhere_unless_no_redact() {
     assert_eq!(summary["command"][4], "--password=***");
     assert_eq!(summary["command"][5], "postgres://u:***@h/db");
     if is_root() {
-        for name in ["profile.json.gz", "run.log"] {
+        for name in ["profile.pmr", "run.log"] {
             let mode = std::fs::metadata(d.path().join(name)).expect("meta").mode();
             assert_eq!(mode & 0o777, 0o600, "{name}");
         }
@@ -137,7 +135,7 @@ fn secrets_in_the_command_are_redacted_everywhere_unless_no_redact() {
         "report.md",
         "run.log",
         "baseline.json",
-        "profile.json.gz",
+        "profile.pmr",
     ] {
         let (_, text) = all_text(d.path())
             .into_iter()

@@ -63,7 +63,7 @@ fn record_in(
         .assert()
         .success();
     let map = valid_map(out);
-    let rec = profmap::profile::read_recording(&out.join("profile.json.gz")).expect("recording");
+    let rec = profmap::profile::read_recording(&out.join("profile.pmr")).expect("recording");
     (map, rec.sampled.expect("sampled profile"))
 }
 
@@ -154,7 +154,7 @@ fn debian_stripped_python_three_functions_5_3_2() {
     let second = d.path().join("second");
     profmap()
         .args(["report", "-q"])
-        .arg(first.join("profile.json.gz"))
+        .arg(first.join("profile.pmr"))
         .arg("--out")
         .arg(&second)
         .assert()

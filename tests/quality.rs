@@ -179,7 +179,7 @@ fn a_baseline_whose_runs_differ_names_the_machine_load() {
     }
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&format!("warning: {w}")), "{stderr}");
-    let rec = profmap::profile::read_recording(&d.path().join("out/profile.json.gz"))
+    let rec = profmap::profile::read_recording(&d.path().join("out/profile.pmr"))
         .expect("recording reads");
     let load = rec
         .baseline

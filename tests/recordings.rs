@@ -255,7 +255,7 @@ fn write_damaged(dir: &Path, damages: &[Damage]) -> PathBuf {
     for d in damages {
         apply(&mut rec, d);
     }
-    let path = dir.join("profile.json.gz");
+    let path = dir.join("profile.pmr");
     write_recording(&rec, &path).expect("write");
     path
 }
@@ -292,6 +292,23 @@ proptest! {
         let d = tempfile::tempdir().expect("tempdir");
         let path = d.path().join("profile.json.gz");
         std::fs::write(&path, &gz).expect("write");
+        let _ = read_and_analyse(&path);
+    }
+
+    #[test]
+    fn truncated_or_scribbled_version_2_is_read_or_refused_never_a_panic(
+        cut in any::<prop::sample::Index>(),
+        flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4),
+    ) {
+        let mut bytes = profmap::profile::pmr::write(&fixture(), Vec::new()).expect("v2");
+        for (at, byte) in &flips {
+            let i = at.index(bytes.len());
+            bytes[i] ^= byte;
+        }
+        bytes.truncate(cut.index(bytes.len() + 1));
+        let d = tempfile::tempdir().expect("tempdir");
+        let path = d.path().join("profile.pmr");
+        std::fs::write(&path, &bytes).expect("write");
         let _ = read_and_analyse(&path);
     }
 

@@ -72,7 +72,7 @@ fn every_fixture_recording_reports_valid_outputs() {
 fn report_of_a_report_folder_rewrites_the_same_map() {
     let d = report_into_tempdir(&fixtures()[0]);
     let first = read_json(&d.path().join("performance_map.json"));
-    // Now from the folder itself (its profile.json.gz), written in place.
+    // Now from the folder itself (its recording), written in place.
     profmap()
         .args(["report", "-q"])
         .arg(d.path())
@@ -134,16 +134,6 @@ fn fixture_map_and_report_snapshots() {
 fn report_into_another_folder_copies_the_recording_byte_for_byte() {
     use std::io::{Read, Write};
     let d = report_into_tempdir(&fixtures()[0]);
-    // Re-compressed at another level: re-encoding it would give other bytes.
-    let mut json = Vec::new();
-    flate2::read::GzDecoder::new(
-        std::fs::File::open(d.path().join("profile.json.gz")).expect("open"),
-    )
-    .read_to_end(&mut json)
-    .expect("gunzip");
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-    gz.write_all(&json).expect("gzip");
-    std::fs::write(d.path().join("profile.json.gz"), gz.finish().expect("gzip")).expect("write");
     let other = tempfile::tempdir().expect("tempdir");
     profmap()
         .args(["report", "-q"])
@@ -152,8 +142,36 @@ fn report_into_another_folder_copies_the_recording_byte_for_byte() {
         .arg(other.path())
         .assert()
         .success();
-    let a = std::fs::read(d.path().join("profile.json.gz")).expect("source");
-    let b = std::fs::read(other.path().join("profile.json.gz")).expect("copy");
+    let a = std::fs::read(d.path().join("profile.pmr")).expect("source");
+    let b = std::fs::read(other.path().join("profile.pmr")).expect("copy");
     assert_eq!(a, b, "the recording is copied, not re-encoded");
     read_json(&other.path().join("performance_map.json"));
+
+    // A version-1 recording, compressed at a level profmap never used: re-encoding it
+    // would give other bytes (and another format).
+    let json = std::fs::read(&fixtures()[0]).expect("fixture");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(&json).expect("gzip");
+    let v1 = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        v1.path().join("profile.json.gz"),
+        gz.finish().expect("gzip"),
+    )
+    .expect("write");
+    let other = tempfile::tempdir().expect("tempdir");
+    profmap()
+        .args(["report", "-q"])
+        .arg(v1.path())
+        .arg("--out")
+        .arg(other.path())
+        .assert()
+        .success();
+    let a = std::fs::read(v1.path().join("profile.json.gz")).expect("source");
+    let b = std::fs::read(other.path().join("profile.json.gz")).expect("copy");
+    assert_eq!(a, b, "the version-1 recording is copied, not re-encoded");
+    assert!(!other.path().join("profile.pmr").exists());
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&b[..])
+        .read_to_string(&mut text)
+        .expect("still gzip JSON");
 }

@@ -449,9 +449,9 @@ pub(crate) fn detail(
     if total == 0 {
         return "no samples were recorded, so there is nothing to classify".to_string();
     }
-    let mut threads: Vec<(i32, i32)> = p.samples.iter().map(|s| (s.pid, s.tid)).collect();
-    threads.sort_unstable();
-    threads.dedup();
+    // A set (memory by threads, not by samples), in order as the sorted list was.
+    let threads: std::collections::BTreeSet<(i32, i32)> =
+        p.samples.iter().map(|s| (s.pid, s.tid)).collect();
     let mut pids: Vec<i32> = threads.iter().map(|t| t.0).collect();
     pids.dedup();
     let processes = pids.len();

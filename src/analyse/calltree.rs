@@ -361,6 +361,9 @@ struct Builder<'a> {
     categories: HashMap<(Option<u32>, SampleKind), WaitCategory>,
     multi_thread: BTreeSet<i32>,
     groups: ProcessGroups,
+    /// (pid, tid, leaf stack) → the deepest node of such samples: one lookup per sample
+    /// once the first of them has made the nodes.
+    sample_node: HashMap<(i32, i32, Option<u32>), usize>,
 }
 
 impl<'a> Builder<'a> {
@@ -376,6 +379,7 @@ impl<'a> Builder<'a> {
             categories: HashMap::new(),
             multi_thread: multi_threaded(p),
             groups: ProcessGroups::of(p),
+            sample_node: HashMap::new(),
         }
     }
 
@@ -502,13 +506,20 @@ impl<'a> Builder<'a> {
     /// Add one sample's thread time along its stack; returns its deepest node.
     fn add_sample(&mut self, s: &ThreadSample, cat: WaitCategory) -> usize {
         let on_cpu = matches!(s.kind, SampleKind::OnCpu);
-        let mut at = self.thread_node(s.pid, s.tid);
-        if let Some(leaf) = s.stack {
-            let pid = self.groups.group_of(s.pid);
-            for f in self.path(leaf) {
-                at = self.child(at, Key::Function(f), pid);
+        let at = match self.sample_node.get(&(s.pid, s.tid, s.stack)) {
+            Some(&at) => at,
+            None => {
+                let mut at = self.thread_node(s.pid, s.tid);
+                if let Some(leaf) = s.stack {
+                    let pid = self.groups.group_of(s.pid);
+                    for f in self.path(leaf) {
+                        at = self.child(at, Key::Function(f), pid);
+                    }
+                }
+                self.sample_node.insert((s.pid, s.tid, s.stack), at);
+                at
             }
-        }
+        };
         let mut cur = Some(at);
         while let Some(n) = cur {
             let node = &mut self.nodes[n];

@@ -48,7 +48,7 @@ enum Cmd {
         #[command(flatten)]
         target: TargetArgs,
     },
-    /// One profiled run only: writes the recording (profile.json.gz) and the map.
+    /// One profiled run only: writes the recording (profile.pmr) and the map.
     Record {
         #[command(flatten)]
         profile: ProfileArgs,
@@ -119,7 +119,7 @@ struct ExportList {
 
 #[derive(Debug, Args)]
 struct ExportArgs {
-    /// A recording (profile.json.gz) or a folder holding one.
+    /// A recording (profile.pmr, or an older profile.json.gz) or a folder holding one.
     #[arg(default_value = "profile_output")]
     input: PathBuf,
     /// pprof (profile.pb.gz), speedscope (speedscope.json), firefox (firefox.json.gz),
@@ -384,7 +384,7 @@ fn parse_pct(s: &str) -> Result<f64, String> {
 
 #[derive(Debug, Args)]
 struct ReportArgs {
-    /// A recording (profile.json.gz) or a folder holding one.
+    /// A recording (profile.pmr, or an older profile.json.gz) or a folder holding one.
     #[arg(default_value = "profile_output")]
     input: PathBuf,
     #[command(flatten)]

@@ -59,7 +59,17 @@ fn palette(p: &SampledProfile) -> PaletteMap {
 
 /// Draw the flamegraph of `p` as an SVG document.
 pub fn svg(p: &SampledProfile, kind: FlameKind, title: &str) -> Result<Vec<u8>, Error> {
-    let text = folded(p, kind == FlameKind::Cpu);
+    svg_of_folded(p, kind, title, &folded(p, kind == FlameKind::Cpu))
+}
+
+/// Draw the flamegraph of `p` from its folded stacks `text` (as [`folded`] gives them
+/// for `kind`), when they are already at hand.
+pub fn svg_of_folded(
+    p: &SampledProfile,
+    kind: FlameKind,
+    title: &str,
+    text: &str,
+) -> Result<Vec<u8>, Error> {
     if text.is_empty() {
         return Ok(empty_svg(title));
     }

@@ -43,48 +43,36 @@ pub fn frame_name(function: &str, kind: FrameKind) -> String {
 }
 
 /// The folded stacks of `p` (see the module doc for the format; values in µs).
+///
+/// Samples are first summed per (process, thread, stack, kind) — one hash per sample,
+/// memory bounded by the distinct keys — and each key's line is made once.
 pub fn folded(p: &SampledProfile, on_cpu_only: bool) -> String {
+    let mut by_key: HashMap<(i32, i32, Option<u32>, SampleKind), u64> = HashMap::new();
+    for s in &p.samples {
+        if on_cpu_only && !matches!(s.kind, SampleKind::OnCpu) {
+            continue;
+        }
+        *by_key.entry((s.pid, s.tid, s.stack, s.kind)).or_default() += s.weight_ns;
+    }
     let mut weights: BTreeMap<String, u64> = BTreeMap::new();
     let mut stack_text: HashMap<(Option<u32>, SampleKind), String> = HashMap::new();
     let mut prefixes: HashMap<(i32, i32), String> = HashMap::new();
     let groups = ProcessGroups::of(p);
-    for s in &p.samples {
-        let on_cpu = matches!(s.kind, SampleKind::OnCpu);
-        if on_cpu_only && !on_cpu {
-            continue;
-        }
-        let prefix = prefixes
-            .entry((s.pid, s.tid))
-            .or_insert_with(|| {
-                // Repeated runs of one program are merged, as in the steps: their
-                // single thread is named without its tid.
-                let proc_ = groups.label(p, s.pid).replace(';', ":");
-                let thread = match groups.size(s.pid) {
-                    Some(_) => groups.label(p, s.pid).replace(';', ":"),
-                    None => groups.thread_label(p, s.pid, s.tid).replace(';', ":"),
-                };
-                format!("{proc_};{thread}")
-            })
-            .clone();
-        let frames = stack_text.entry((s.stack, s.kind)).or_insert_with(|| {
-            let stack = s.stack.map(|l| p.stack_frames(l)).unwrap_or_default();
-            let mut text = if stack.is_empty() {
-                "[no stack]".to_string()
-            } else {
-                let names: Vec<String> = stack
-                    .iter()
-                    .map(|f| frame_name(&f.function, f.kind))
-                    .collect();
-                names.join(";")
+    for ((pid, tid, stack, kind), ns) in by_key {
+        let prefix = prefixes.entry((pid, tid)).or_insert_with(|| {
+            // Repeated runs of one program are merged, as in the steps: their
+            // single thread is named without its tid.
+            let proc_ = groups.label(p, pid).replace(';', ":");
+            let thread = match groups.size(pid) {
+                Some(_) => groups.label(p, pid).replace(';', ":"),
+                None => groups.thread_label(p, pid, tid).replace(';', ":"),
             };
-            if !on_cpu {
-                text.push(';');
-                text.push_str(&off_cpu_frame(categorize(s.kind, &stack)));
-            }
-            text
+            format!("{proc_};{thread}")
         });
-        let line = format!("{prefix};{frames}");
-        *weights.entry(line).or_default() += s.weight_ns;
+        let frames = stack_text
+            .entry((stack, kind))
+            .or_insert_with(|| stack_line(p, stack, kind));
+        *weights.entry(format!("{prefix};{frames}")).or_default() += ns;
     }
     let mut out = String::new();
     for (line, ns) in weights {
@@ -97,6 +85,25 @@ pub fn folded(p: &SampledProfile, on_cpu_only: bool) -> String {
         }
     }
     out
+}
+
+/// The frames of one stack as a folded line's tail, the off-CPU frame last.
+fn stack_line(p: &SampledProfile, stack: Option<u32>, kind: SampleKind) -> String {
+    let stack = stack.map(|l| p.stack_frames(l)).unwrap_or_default();
+    let mut text = if stack.is_empty() {
+        "[no stack]".to_string()
+    } else {
+        let names: Vec<String> = stack
+            .iter()
+            .map(|f| frame_name(&f.function, f.kind))
+            .collect();
+        names.join(";")
+    };
+    if !matches!(kind, SampleKind::OnCpu) {
+        text.push(';');
+        text.push_str(&off_cpu_frame(categorize(kind, &stack)));
+    }
+    text
 }
 
 /// The folded stacks as an exporter (`--export folded`: the same `stacks.folded` every

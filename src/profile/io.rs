@@ -1,45 +1,37 @@
-//! Reading and writing the recording (`profile.json.gz`): gzip-compressed JSON with a
-//! format name and version that are checked before anything else is trusted.
+//! Reading and writing the recording: `profile.pmr` (version 2, see [`super::pmr`]) is
+//! written; it and the gzip JSON of version 1 (`profile.json.gz`, or plain JSON) are
+//! read, told apart by their first bytes, into the same model. The format name and
+//! version are checked before anything else is trusted, and every recording read goes
+//! through [`validate`].
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
 
-use flate2::Compression;
-use flate2::write::GzEncoder;
 use serde::Deserialize;
 
 use super::source::{self, SourceError};
-use super::{FORMAT_NAME, FORMAT_VERSION, Recording, validate};
+use super::{FORMAT_NAME, FORMAT_VERSION, Recording, pmr, validate};
 use crate::error::Error;
 
-/// Write the recording to `path` (gzip JSON).
+/// The recording's file name in an output folder.
+pub const RECORDING_V2: &str = "profile.pmr";
+/// The name recordings of version 1 had (still read).
+pub const RECORDING_V1: &str = "profile.json.gz";
+
+/// Write the recording to `path` (version 2).
 pub fn write_recording(rec: &Recording, path: &Path) -> Result<(), Error> {
     let file = File::create(path).map_err(|e| Error::io(path, e))?;
-    let mut enc = GzEncoder::new(BufWriter::new(file), Compression::fast());
-    serde_json::to_writer(&mut enc, rec).map_err(|e| Error::Tool(e.to_string()))?;
-    let mut inner = enc.finish().map_err(|e| Error::io(path, e))?;
-    inner.flush().map_err(|e| Error::io(path, e))
+    let mut out = pmr::write(rec, BufWriter::new(file)).map_err(|e| Error::io(path, e))?;
+    out.flush().map_err(|e| Error::io(path, e))
 }
 
-/// Read a recording, refusing files that are not profmap recordings of this version,
-/// files that are not regular files, JSON past [`source::MAX_JSON_BYTES`], and
-/// recordings that break the model's invariants (see [`validate`]).
+/// Read a recording, refusing files that are not profmap recordings of a version this
+/// profmap reads, files that are not regular files, JSON past
+/// [`source::MAX_JSON_BYTES`], and recordings that break the model's invariants (see
+/// [`validate`]). A version-2 file cut off while being written reads up to its last
+/// complete chunk, with a warning in its quality section.
 pub fn read_recording(path: &Path) -> Result<Recording, Error> {
-    let bad = |why: String| Error::BadRecording {
-        path: path.to_path_buf(),
-        why,
-    };
-    let text = read_text(path)?;
-    let rec: Recording = serde_json::from_slice(&text).map_err(|e| bad(explain(&text, e)))?;
-    drop(text);
-    check_header(rec.format.as_str(), Some(u64::from(rec.version))).map_err(bad)?;
-    validate::validate(&rec).map_err(bad)?;
-    Ok(rec)
-}
-
-/// The JSON text of the recording at `path`, within the cap.
-fn read_text(path: &Path) -> Result<Vec<u8>, Error> {
     let bad = |why: String| Error::BadRecording {
         path: path.to_path_buf(),
         why,
@@ -48,7 +40,42 @@ fn read_text(path: &Path) -> Result<Vec<u8>, Error> {
         SourceError::Io(e) => Error::io(path, e),
         SourceError::Refused(why) => bad(why),
     })?;
-    source::read_json(file).map_err(|e| match e.kind() {
+    let mut raw = BufReader::with_capacity(1 << 16, file);
+    let binary = raw
+        .fill_buf()
+        .map_err(|e| Error::io(path, e))?
+        .starts_with(&pmr::MAGIC[..4]);
+    let rec = if binary {
+        pmr::read(raw).map_err(bad)?
+    } else {
+        read_json(raw, path)?
+    };
+    validate::validate(&rec).map_err(bad)?;
+    Ok(rec)
+}
+
+/// A JSON recording (version 1, gzip or plain), converted to the current version.
+fn read_json(raw: BufReader<File>, path: &Path) -> Result<Recording, Error> {
+    let bad = |why: String| Error::BadRecording {
+        path: path.to_path_buf(),
+        why,
+    };
+    let text = read_text(raw, path)?;
+    let mut rec: Recording = serde_json::from_slice(&text).map_err(|e| bad(explain(&text, e)))?;
+    drop(text);
+    check_header(rec.format.as_str(), Some(u64::from(rec.version))).map_err(bad)?;
+    // The structs are the same in both versions: only the number changes.
+    rec.version = FORMAT_VERSION;
+    Ok(rec)
+}
+
+/// The JSON text of the recording at `path`, within the cap.
+fn read_text(raw: BufReader<File>, path: &Path) -> Result<Vec<u8>, Error> {
+    let bad = |why: String| Error::BadRecording {
+        path: path.to_path_buf(),
+        why,
+    };
+    source::read_json(raw).map_err(|e| match e.kind() {
         std::io::ErrorKind::FileTooLarge => bad(format!(
             "it holds more than {} MiB of JSON once decompressed",
             source::MAX_JSON_BYTES >> 20
@@ -84,9 +111,10 @@ fn check_header(format: &str, version: Option<u64>) -> Result<(), String> {
     if format != FORMAT_NAME {
         return Err("not a profmap recording (no \"format\": \"profmap-recording\")".into());
     }
-    if version != Some(u64::from(FORMAT_VERSION)) {
+    // JSON is version 1's layout; a JSON dump of a version-2 model is the same structs.
+    if !matches!(version, Some(1) | Some(2)) {
         return Err(format!(
-            "recording version {} is not supported (this profmap reads version {FORMAT_VERSION})",
+            "recording version {} is not supported (this profmap reads versions 1 and {FORMAT_VERSION})",
             version.map_or("unknown".to_string(), |v| v.to_string())
         ));
     }
@@ -164,7 +192,7 @@ mod tests {
         };
         let rec = recording(sampled);
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("profile.json.gz");
+        let path = dir.path().join("profile.pmr");
         write_recording(&rec, &path).expect("write");
         let back = read_recording(&path).expect("read");
         assert_eq!(back, rec);

@@ -2,8 +2,8 @@
 //!
 //! Everything left of PROFILE in the flow (target, measure, sample, symbolize) produces
 //! these structs; everything right of it (analyse, report, export, compare) is a pure
-//! function of them. The recording is written as `profile.json.gz` and read back by
-//! `profmap report`.
+//! function of them. The recording is written as `profile.pmr` (see [`pmr`]) and read
+//! back by `profmap report`, as are older `profile.json.gz` recordings.
 //!
 //! Invariants:
 //! - Times are nanoseconds (`_ns`) or milliseconds (`_ms`) as named; sizes bytes or KiB
@@ -19,6 +19,7 @@ mod baseline;
 mod escalation;
 mod instrumented;
 mod io;
+pub mod pmr;
 mod python;
 mod sampled;
 mod source;
@@ -29,7 +30,7 @@ pub use baseline::{
 };
 pub use escalation::{EscalationDecision, MemoryLine, MemoryProcess, MemoryProfile};
 pub use instrumented::{InstrumentedFile, TracedFunction};
-pub use io::{read_recording, write_recording};
+pub use io::{RECORDING_V1, RECORDING_V2, read_recording, write_recording};
 pub use python::{
     MergeStats, PythonFrame, PythonInterpreter, PythonSample, PythonStacks, analysed_frame_ids,
     is_interpreter_frame,
@@ -45,8 +46,10 @@ use serde::{Deserialize, Serialize};
 
 /// Identifies the file format; `report` refuses anything else.
 pub const FORMAT_NAME: &str = "profmap-recording";
-/// Bumped on any incompatible change of the structs below.
-pub const FORMAT_VERSION: u32 = 1;
+/// Bumped on any incompatible change of the structs below or of the file. 1: gzip JSON
+/// (`profile.json.gz`, still read: the same structs); 2: the chunked binary file
+/// (`profile.pmr`, see [`pmr`]), written since.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// One profiling session on disk.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

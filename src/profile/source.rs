@@ -73,8 +73,7 @@ fn describe(kind: std::fs::FileType) -> &'static str {
 
 /// The JSON text of an opened recording, gunzipped when it starts with the gzip magic;
 /// fails with [`io::ErrorKind::FileTooLarge`] past [`MAX_JSON_BYTES`].
-pub fn read_json(file: File) -> io::Result<Vec<u8>> {
-    let mut raw = BufReader::with_capacity(1 << 16, file);
+pub fn read_json(mut raw: BufReader<File>) -> io::Result<Vec<u8>> {
     let gz = raw.fill_buf()?.starts_with(&[0x1f, 0x8b]);
     if gz {
         read_capped(GzDecoder::new(raw), MAX_JSON_BYTES)

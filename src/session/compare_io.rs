@@ -80,7 +80,7 @@ struct BaselineDoc {
 fn read_side(input: &Path) -> Result<Side, Error> {
     let shown = input.display().to_string();
     let rec_path: PathBuf = if input.is_dir() {
-        input.join(RECORDING)
+        super::folder_recording(input)
     } else {
         input.to_path_buf()
     };

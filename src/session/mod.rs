@@ -48,7 +48,9 @@ pub use outputs::{OWN_FILES, Written, write_outputs};
 pub const DEFAULT_OUT: &str = "profile_output";
 
 /// Files profmap owns in the output folder (only these are ever replaced).
-pub const RECORDING: &str = "profile.json.gz";
+pub const RECORDING: &str = crate::profile::RECORDING_V2;
+/// The recording's name before version 2 (still read, and replaced by a new one).
+pub const RECORDING_V1: &str = crate::profile::RECORDING_V1;
 /// The runs' output and profmap's log.
 pub const RUN_LOG: &str = "run.log";
 
@@ -103,6 +105,7 @@ fn run_session(plan: &SessionPlan) -> Result<(i32, Recording), Error> {
         oplan: &plan.output,
         keep: &[RUN_LOG],
         private,
+        recording: RECORDING,
     };
     let (status, code, message) = match outcome {
         Ok(None) => (Status::Completed, 0, None),
@@ -285,7 +288,7 @@ fn baseline_phase(
 /// `profmap report`: re-analyse a recording and rewrite every output from it.
 pub fn report(plan: &ReportPlan) -> Result<i32, Error> {
     let input = recording_path(&plan.input)?;
-    let rec = read_recording(&input)?;
+    let rec = outputs::timed("reading the recording", || read_recording(&input))?;
     let out_dir = match &plan.output.dir {
         Some(d) => d.clone(),
         None => input
@@ -296,42 +299,68 @@ pub fn report(plan: &ReportPlan) -> Result<i32, Error> {
     let out = prepare_out_dir(&out_dir)?;
     let _lock = lock::lock(&out, &rec.meta.run_id, rec.meta.started_unix_s)?;
     outfile::remove_leftover_temporaries(&out, OWN_FILES);
-    let same =
-        std::fs::canonicalize(&input).ok() == std::fs::canonicalize(out.join(RECORDING)).ok();
     let status = status_of(&rec);
     let private = outfile::private_outputs();
-    // A gzip recording read unchanged is not re-encoded: its bytes, already validated,
-    // are copied (plain JSON, e.g. a hand-made fixture, is written as gzip).
-    let mut encode = false;
-    if !same {
+    // A recording read unchanged is not re-encoded: its bytes, already validated, are
+    // copied under the name of their version (plain JSON, e.g. a hand-made fixture, is
+    // written as version 2).
+    let name = recording_name(&input)?;
+    let kept = name.unwrap_or(RECORDING);
+    let same = std::fs::canonicalize(&input).ok() == std::fs::canonicalize(out.join(kept)).ok();
+    if name.is_some() && !same {
         let bytes = std::fs::read(&input).map_err(|e| Error::io(&input, e))?;
-        if bytes.starts_with(&[0x1f, 0x8b]) {
-            outfile::write_file(&out, RECORDING, &bytes, private)?;
-        } else {
-            encode = true;
-        }
+        outfile::write_file(&out, kept, &bytes, private)?;
     }
+    let encode = name.is_none() && !same;
     let t = outputs::Target {
         out: &out,
         oplan: &plan.output,
-        keep: &[RUN_LOG, RECORDING],
+        keep: &[RUN_LOG, kept],
         private,
+        recording: kept,
     };
     let w = write_outputs(&rec, &t, status, None, encode)?;
     finish_terminal(&plan.output, &w, None);
     Ok(0)
 }
 
-/// The recording `input` names: the file, or `profile.json.gz` in a folder.
+/// The name a recording's bytes are kept under, from its first bytes: version 2 or
+/// gzip JSON; None for plain JSON (re-encoded).
+fn recording_name(input: &Path) -> Result<Option<&'static str>, Error> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(8);
+    std::fs::File::open(input)
+        .and_then(|f| f.take(8).read_to_end(&mut head))
+        .map_err(|e| Error::io(input, e))?;
+    Ok(if head.starts_with(&crate::profile::pmr::MAGIC) {
+        Some(RECORDING)
+    } else if head.starts_with(&[0x1f, 0x8b]) {
+        Some(RECORDING_V1)
+    } else {
+        None
+    })
+}
+
+/// The recording of a folder: `profile.pmr`, else an older `profile.json.gz`, else
+/// (neither exists) the path of a `profile.pmr`, for the error.
+pub(crate) fn folder_recording(dir: &Path) -> PathBuf {
+    [RECORDING, RECORDING_V1]
+        .iter()
+        .map(|n| dir.join(n))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| dir.join(RECORDING))
+}
+
+/// The recording `input` names: the file, or the recording in a folder.
 fn recording_path(input: &Path) -> Result<PathBuf, Error> {
     let path = if input.is_dir() {
-        input.join(RECORDING)
+        folder_recording(input)
     } else {
         input.to_path_buf()
     };
     if !path.exists() {
         return Err(Error::Usage(format!(
-            "no recording at '{}' — give a profile.json.gz or the folder of a `profmap run`/`record`",
+            "no recording at '{}' — give a recording (profile.pmr or profile.json.gz) or the folder of a `profmap run`/`record`",
             path.display()
         )));
     }

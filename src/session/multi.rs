@@ -110,6 +110,7 @@ fn write(out: &Path, plan: &CommandsPlan, cmp: &Comparison) -> Result<(), Error>
         oplan: o,
         keep: &[],
         private: false,
+        recording: super::RECORDING,
     };
     outputs::write_summary(&target, &json)?;
     if o.json_stdout {

@@ -14,11 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use flate2::Compression;
-use flate2::write::GzEncoder;
-
 use super::outfile::{self, TempOut};
-use super::{RECORDING, RUN_LOG};
+use super::{RECORDING, RECORDING_V1, RUN_LOG};
 use crate::analyse;
 use crate::error::Error;
 use crate::plan::OutputPlan;
@@ -35,6 +32,7 @@ pub const OWN_FILES: &[&str] = &[
     "summary.json",
     "baseline.json",
     RECORDING,
+    RECORDING_V1,
     RUN_LOG,
     "flamegraph.svg",
     "flamegraph-cpu.svg",
@@ -57,6 +55,8 @@ pub struct Target<'a> {
     pub keep: &'a [&'a str],
     /// Recording and log readable by their owner only (root profiling a target).
     pub private: bool,
+    /// The recording's file name in `out` (written, or kept as it was read).
+    pub recording: &'a str,
 }
 
 /// Names written so far.
@@ -136,7 +136,7 @@ fn write_all(
         ("performance_map_yaml", "performance_map.yaml"),
         ("report", "report.md"),
         ("report_html", "report.html"),
-        ("recording", RECORDING),
+        ("recording", t.recording),
         ("run_log", RUN_LOG),
     ] {
         artifacts.insert(k.to_string(), v.to_string());
@@ -150,12 +150,22 @@ fn write_all(
     artifacts.insert("summary".into(), summary_artifact);
     if write_rec {
         timed("recording", || write_recording(rec, t))?;
-        done.0.insert(RECORDING.into());
+        done.0.insert(t.recording.into());
     }
     let mut flames = None;
     let deep = match &rec.sampled {
         Some(p) => {
-            flames = Some(timed("flamegraphs", || write_profile_views(p, t, done))?);
+            // The flamegraphs and the analysis are independent: drawn beside it.
+            let (views, analysed) = std::thread::scope(|sc| {
+                let views = sc.spawn(|| timed("flamegraphs", || profile_views(p)));
+                let analysed = analyse_and_export(rec, p, t);
+                (joined(views.join()), analysed)
+            });
+            let views = views?;
+            done.put(t, "flamegraph.svg", &views.wall)?;
+            done.put(t, "flamegraph-cpu.svg", &views.cpu)?;
+            done.put(t, "stacks.folded", views.folded.as_bytes())?;
+            flames = Some((views.wall, views.cpu));
             for (k, v) in [
                 ("flamegraph", "flamegraph.svg"),
                 ("flamegraph_cpu", "flamegraph-cpu.svg"),
@@ -163,14 +173,12 @@ fn write_all(
             ] {
                 artifacts.insert(k.into(), v.into());
             }
-            // One analysis serves the exports and the map.
-            let p = analyse::analysed_profile(p);
-            let a = timed("analysis", || analyse::analyse(&p));
-            if !t.oplan.exports.is_empty() {
-                let input = crate::export::Input::with_analysis(rec, Cow::Borrowed(&*p), &a);
-                write_exports(&input, t, done, &mut artifacts)?;
+            let (view, exports) = analysed?;
+            for (format, name, bytes) in exports {
+                done.put(t, name, &bytes)?;
+                artifacts.insert(format.to_string(), name.to_string());
             }
-            Some(timed("diagnosis", || deep_view(rec, &p, a)))
+            Some(view)
         }
         None => None,
     };
@@ -229,18 +237,14 @@ pub(super) fn write_summary(t: &Target, bytes: &[u8]) -> Result<(), Error> {
     }
 }
 
-/// The recording, gzip JSON (the format `profile::read_recording` reads).
+/// The recording, version 2 (the format `profile::read_recording` reads).
 fn write_recording(rec: &Recording, t: &Target) -> Result<(), Error> {
-    let mut tmp = TempOut::create(t.out, RECORDING, t.private)?;
-    let path = t.out.join(RECORDING);
+    let mut tmp = TempOut::create(t.out, t.recording, t.private)?;
+    let path = t.out.join(t.recording);
     {
-        let mut enc = GzEncoder::new(BufWriter::new(tmp.file()), Compression::fast());
-        serde_json::to_writer(&mut enc, rec).map_err(|e| match e.io_error_kind() {
-            Some(k) => Error::io(&path, k.into()),
-            None => Error::Tool(e.to_string()),
-        })?;
-        let mut inner = enc.finish().map_err(|e| Error::io(&path, e))?;
-        inner.flush().map_err(|e| Error::io(&path, e))?;
+        let mut w = crate::profile::pmr::write(rec, BufWriter::new(tmp.file()))
+            .map_err(|e| Error::io(&path, e))?;
+        w.flush().map_err(|e| Error::io(&path, e))?;
     }
     tmp.commit().map(|_| ())
 }
@@ -258,50 +262,89 @@ fn baseline_doc(rec: &Recording) -> Result<serde_json::Value, Error> {
     Ok(serde_json::json!({
         "run_id": rec.meta.run_id,
         "command": rec.meta.command,
-        "note": "every run's raw figures; per-run timelines are in profile.json.gz",
+        "note": "every run's raw figures; per-run timelines are in the recording",
         "baseline": v,
     }))
 }
 
-/// The wall-clock and on-CPU flamegraph SVGs.
-type FlameSvgs = (Vec<u8>, Vec<u8>);
-
-/// Flamegraphs (wall-clock and on-CPU) and collapsed stacks of a deep profile; the two
-/// SVGs are returned for report.html.
-fn write_profile_views(
-    p: &SampledProfile,
-    t: &Target,
-    done: &mut Done,
-) -> Result<FlameSvgs, Error> {
-    use crate::export::flamegraph::{FlameKind, svg};
-    let wall = svg(
-        p,
-        FlameKind::Wall,
-        "profmap: wall-clock time (on-CPU + off-CPU by wait class)",
-    )?;
-    done.put(t, "flamegraph.svg", &wall)?;
-    let cpu = svg(p, FlameKind::Cpu, "profmap: on-CPU time")?;
-    done.put(t, "flamegraph-cpu.svg", &cpu)?;
-    let folded = crate::export::folded::folded(p, false);
-    done.put(t, "stacks.folded", folded.as_bytes())?;
-    Ok((wall, cpu))
+/// The flamegraphs (wall-clock and on-CPU) and collapsed stacks of a deep profile.
+#[derive(Debug)]
+struct ProfileViews {
+    /// flamegraph.svg.
+    wall: Vec<u8>,
+    /// flamegraph-cpu.svg.
+    cpu: Vec<u8>,
+    /// stacks.folded (the wall flamegraph's input).
+    folded: String,
 }
 
-/// The `--export` formats, each under its file name, listed in the artifacts under
-/// the format's name.
-fn write_exports(
-    input: &crate::export::Input,
+/// Draw the two flamegraphs, each on its own thread; the folded stacks are made once
+/// for the wall-clock one and stacks.folded.
+fn profile_views(p: &SampledProfile) -> Result<ProfileViews, Error> {
+    use crate::export::flamegraph::{FlameKind, svg, svg_of_folded};
+    std::thread::scope(|sc| {
+        let cpu = sc.spawn(|| svg(p, FlameKind::Cpu, "profmap: on-CPU time"));
+        let folded = crate::export::folded::folded(p, false);
+        let wall = svg_of_folded(
+            p,
+            FlameKind::Wall,
+            "profmap: wall-clock time (on-CPU + off-CPU by wait class)",
+            &folded,
+        )?;
+        Ok(ProfileViews {
+            wall,
+            cpu: joined(cpu.join())?,
+            folded,
+        })
+    })
+}
+
+/// An exported file: the format's name, its file name, its bytes.
+type Exported = (&'static str, &'static str, Vec<u8>);
+
+/// Analyse the profile once; then the `--export` formats, one thread each, and the
+/// diagnosis for the map.
+fn analyse_and_export(
+    rec: &Recording,
+    p: &SampledProfile,
     t: &Target,
-    done: &mut Done,
-    artifacts: &mut BTreeMap<String, String>,
-) -> Result<(), Error> {
-    for &f in &t.oplan.exports {
-        let name = crate::export::exporter(f).file_name();
-        let bytes = timed(name, || crate::export::to_bytes(f, input))?;
-        done.put(t, name, &bytes)?;
-        artifacts.insert(f.name().to_string(), name.to_string());
+) -> Result<(DeepView, Vec<Exported>), Error> {
+    let p = analyse::analysed_profile(p);
+    let a = timed("analysis", || analyse::analyse(&p));
+    if t.oplan.exports.is_empty() {
+        return Ok((timed("diagnosis", || deep_view(rec, &p, a)), Vec::new()));
     }
-    Ok(())
+    let input = crate::export::Input::with_analysis(rec, Cow::Borrowed(&*p), &a);
+    let exports = std::thread::scope(|sc| {
+        let handles: Vec<_> = t
+            .oplan
+            .exports
+            .iter()
+            .map(|&f| {
+                let input = &input;
+                sc.spawn(move || {
+                    let name = crate::export::exporter(f).file_name();
+                    timed(name, || crate::export::to_bytes(f, input))
+                        .map(|bytes| (f.name(), name, bytes))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| joined(h.join()))
+            .collect::<Result<Vec<_>, Error>>()
+    })?;
+    drop(input);
+    Ok((timed("diagnosis", || deep_view(rec, &p, a)), exports))
+}
+
+/// The result of a thread that made an output; its panic as an error.
+fn joined<T>(r: std::thread::Result<Result<T, Error>>) -> Result<T, Error> {
+    r.unwrap_or_else(|_| {
+        Err(Error::Tool(
+            "an output could not be made (a thread panicked)".into(),
+        ))
+    })
 }
 
 /// The diagnosis of an analysed profile (`p` as the analysis saw it: the diagnosis reads
@@ -316,15 +359,26 @@ fn deep_view(rec: &Recording, p: &SampledProfile, mut a: analyse::Analysis) -> D
     DeepView::from_analysis(&a)
 }
 
-/// `PROFMAP_TIMINGS=1`: what each output took, on stderr (`bench/exports.sh` reads it).
-fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
+/// `PROFMAP_TIMINGS=1`: what each output took, and the process's peak memory so far,
+/// on stderr (`bench/exports.sh` reads it).
+pub(super) fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
     if std::env::var_os("PROFMAP_TIMINGS").is_none() {
         return f();
     }
     let t0 = std::time::Instant::now();
     let r = f();
+    let peak = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(String::new(), |kb| {
+            format!(" (peak RSS so far {} MiB)", kb >> 10)
+        });
     eprintln!(
-        "profmap timing: {what} {:.1} ms",
+        "profmap timing: {what} {:.1} ms{peak}",
         t0.elapsed().as_secs_f64() * 1e3
     );
     r
@@ -358,6 +412,7 @@ mod tests {
             oplan: &oplan,
             keep: &[],
             private: false,
+            recording: RECORDING,
         };
         let e = fail(&rec, &t, &Error::Tool("No space left on device".into()));
         let msg = e.to_string();

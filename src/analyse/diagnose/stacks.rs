@@ -161,25 +161,25 @@ fn last_on_cpu(by: &HashMap<i32, Vec<(u64, Option<u32>)>>, tid: i32, t: u64) -> 
 pub(super) fn hot_lines(p: &SampledProfile, function: &str) -> HotLines {
     let mut by: HashMap<String, u64> = HashMap::new();
     let (mut all, mut lib) = (0u64, 0u64);
-    for s in p.samples.iter().filter(|s| s.kind == SampleKind::OnCpu) {
-        let frames = frames_of(p, s.stack);
+    for (stack, weight_ns) in cpu_by_stack(p) {
+        let frames = frames_of(p, stack);
         let Some(at) = frames.iter().position(|f| f.function == function) else {
             continue;
         };
-        all += s.weight_ns;
+        all += weight_ns;
         if frames
             .iter()
             .find(|f| !f.inlined)
             .is_some_and(|f| is_library(f))
         {
-            lib += s.weight_ns;
+            lib += weight_ns;
         }
         let own = frames[..=at]
             .iter()
             .find(|f| !is_library(f) && f.line.is_some())
             .and_then(|f| f.location());
         if let Some(l) = own {
-            *by.entry(l).or_default() += s.weight_ns;
+            *by.entry(l).or_default() += weight_ns;
         }
     }
     let mut lines: Vec<(String, u64)> = by.into_iter().collect();
@@ -201,16 +201,26 @@ pub(super) fn hot_lines(p: &SampledProfile, function: &str) -> HotLines {
 /// code: the leaf's first non-inlined frame decides.
 pub(super) fn cpu_in_libraries(p: &SampledProfile) -> (u64, u64) {
     let (mut lib, mut all) = (0u64, 0u64);
-    for s in p.samples.iter().filter(|s| s.kind == SampleKind::OnCpu) {
-        all += s.weight_ns;
-        let frames = frames_of(p, s.stack);
+    for (stack, weight_ns) in cpu_by_stack(p) {
+        all += weight_ns;
+        let frames = frames_of(p, stack);
         if frames
             .iter()
             .find(|f| !f.inlined)
             .is_some_and(|f| is_library(f))
         {
-            lib += s.weight_ns;
+            lib += weight_ns;
         }
     }
     (lib, all)
+}
+
+/// On-CPU weight per stack leaf, ns: one pass over the samples, then work per distinct
+/// stack instead of per sample.
+fn cpu_by_stack(p: &SampledProfile) -> HashMap<Option<u32>, u64> {
+    let mut by: HashMap<Option<u32>, u64> = HashMap::new();
+    for s in p.samples.iter().filter(|s| s.kind == SampleKind::OnCpu) {
+        *by.entry(s.stack).or_default() += s.weight_ns;
+    }
+    by
 }

@@ -1,0 +1,268 @@
+//! One block of samples as columns: the bulk of a recording, encoded so that it is small
+//! once deflated and decoded in one pass.
+//!
+//! A block holds up to [`BLOCK_SAMPLES`] samples. Its bytes are the sample count, then
+//! seven columns, each a varint byte length followed by that many bytes of varints:
+//!
+//! | column | per sample | encoding |
+//! | --- | --- | --- |
+//! | pid, tid | `i32` | zigzag delta from the previous sample (0 while a thread runs on) |
+//! | time | `u64` ns | zigzag delta from the previous sample's time (off-CPU intervals may arrive out of order) |
+//! | stack | `Option<u32>` | `leaf + 1`, 0 for none |
+//! | weight | `u64` ns | plain (the sampling period repeats: deflate takes it) |
+//! | kind | byte | 0 on-CPU; 1-4 off-CPU state; +8 when a waker follows |
+//! | wakers | per woken sample | pid and tid zigzag delta from the sample's, time zigzag delta from the sample's, stack + 1 |
+//!
+//! Deltas restart at 0 in every block, so each block decodes alone. Invariants of the
+//! decoder: it never panics and never allocates more than the block's own bytes allow
+//! (the count is capped; every column is read with bounds checks); any malformation
+//! (a varint past 10 bytes, a column shorter than its count, bytes left over, a value
+//! out of range) is an error naming the column.
+
+use crate::profile::{SampleKind, ThreadSample, WaitState, Waker};
+
+/// Most samples in one block.
+pub const BLOCK_SAMPLES: usize = 1 << 16;
+
+/// The block's bytes (before compression) for `samples` (at most [`BLOCK_SAMPLES`]).
+pub fn encode(samples: &[ThreadSample]) -> Vec<u8> {
+    let mut cols: [Vec<u8>; 7] = Default::default();
+    let [pid, tid, time, stack, weight, kind, wakers] = &mut cols;
+    let (mut last_pid, mut last_tid, mut last_time) = (0i64, 0i64, 0i64);
+    for s in samples {
+        put_i(pid, i64::from(s.pid) - last_pid);
+        put_i(tid, i64::from(s.tid) - last_tid);
+        put_i(time, (s.time_ns as i64).wrapping_sub(last_time));
+        (last_pid, last_tid, last_time) = (i64::from(s.pid), i64::from(s.tid), s.time_ns as i64);
+        put_u(stack, s.stack.map_or(0, |x| u64::from(x) + 1));
+        put_u(weight, s.weight_ns);
+        let code = kind_code(s.kind) + if s.waker.is_some() { 8 } else { 0 };
+        kind.push(code);
+        if let Some(w) = s.waker {
+            put_i(wakers, i64::from(w.pid) - i64::from(s.pid));
+            put_i(wakers, i64::from(w.tid) - i64::from(s.tid));
+            put_i(wakers, (w.time_ns as i64).wrapping_sub(s.time_ns as i64));
+            put_u(wakers, w.stack.map_or(0, |x| u64::from(x) + 1));
+        }
+    }
+    let mut out = Vec::with_capacity(cols.iter().map(|c| c.len() + 5).sum::<usize>() + 5);
+    put_u(&mut out, samples.len() as u64);
+    for c in &cols {
+        put_u(&mut out, c.len() as u64);
+        out.extend_from_slice(c);
+    }
+    out
+}
+
+/// Decode a block, appending its samples to `out`; an error says what is malformed.
+pub fn decode(bytes: &[u8], out: &mut Vec<ThreadSample>) -> Result<(), String> {
+    let mut r = Reader { b: bytes, at: 0 };
+    let n = usize::try_from(r.u("sample count")?).unwrap_or(usize::MAX);
+    if n > BLOCK_SAMPLES {
+        return Err(format!(
+            "a block claims {n} samples (at most {BLOCK_SAMPLES})"
+        ));
+    }
+    let mut cols = Vec::with_capacity(7);
+    for name in COLUMNS {
+        let len = usize::try_from(r.u(name)?).unwrap_or(usize::MAX);
+        let col = r
+            .take(len)
+            .ok_or_else(|| format!("the {name} column is cut short"))?;
+        cols.push(Reader { b: col, at: 0 });
+    }
+    if r.at != bytes.len() {
+        return Err("bytes left over after the last column".into());
+    }
+    let [pid, tid, time, stack, weight, kind, wakers] = &mut cols[..] else {
+        return Err("columns missing".into());
+    };
+    out.reserve(n);
+    let (mut p, mut t, mut tm) = (0i64, 0i64, 0i64);
+    for _ in 0..n {
+        p = p.wrapping_add(pid.i("pid")?);
+        t = t.wrapping_add(tid.i("tid")?);
+        tm = tm.wrapping_add(time.i("time")?);
+        let code = kind.byte("kind")?;
+        let mut s = ThreadSample {
+            pid: to_i32(p, "pid")?,
+            tid: to_i32(t, "tid")?,
+            time_ns: tm as u64,
+            stack: opt_index(stack.u("stack")?, "stack")?,
+            weight_ns: weight.u("weight")?,
+            kind: kind_of(code & 7).ok_or_else(|| format!("unknown sample kind {code}"))?,
+            waker: None,
+        };
+        if code & 8 != 0 {
+            s.waker = Some(Waker {
+                pid: to_i32(p.wrapping_add(wakers.i("waker")?), "waker pid")?,
+                tid: to_i32(t.wrapping_add(wakers.i("waker")?), "waker tid")?,
+                time_ns: tm.wrapping_add(wakers.i("waker")?) as u64,
+                stack: opt_index(wakers.u("waker")?, "waker stack")?,
+            });
+        }
+        out.push(s);
+    }
+    for (c, name) in cols.iter().zip(COLUMNS) {
+        if c.at != c.b.len() {
+            return Err(format!("the {name} column holds more than {n} samples"));
+        }
+    }
+    Ok(())
+}
+
+/// Column names, in their order in a block (for error messages).
+const COLUMNS: [&str; 7] = ["pid", "tid", "time", "stack", "weight", "kind", "waker"];
+
+fn kind_code(k: SampleKind) -> u8 {
+    match k {
+        SampleKind::OnCpu => 0,
+        SampleKind::OffCpu { state } => match state {
+            WaitState::Sleeping => 1,
+            WaitState::Uninterruptible => 2,
+            WaitState::Preempted => 3,
+            WaitState::Other => 4,
+        },
+    }
+}
+
+fn kind_of(code: u8) -> Option<SampleKind> {
+    let state = match code {
+        0 => return Some(SampleKind::OnCpu),
+        1 => WaitState::Sleeping,
+        2 => WaitState::Uninterruptible,
+        3 => WaitState::Preempted,
+        4 => WaitState::Other,
+        _ => return None,
+    };
+    Some(SampleKind::OffCpu { state })
+}
+
+fn to_i32(v: i64, what: &str) -> Result<i32, String> {
+    i32::try_from(v).map_err(|_| format!("{what} {v} is out of range"))
+}
+
+/// `x + 1` encoding of an optional index back to the index.
+fn opt_index(v: u64, what: &str) -> Result<Option<u32>, String> {
+    match v {
+        0 => Ok(None),
+        v => u32::try_from(v - 1)
+            .map(Some)
+            .map_err(|_| format!("{what} index {} is out of range", v - 1)),
+    }
+}
+
+/// Append `v` as a LEB128 varint.
+pub fn put_u(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Append `v` zigzag-encoded (small magnitudes of either sign stay short).
+fn put_i(out: &mut Vec<u8>, v: i64) {
+    put_u(out, ((v << 1) ^ (v >> 63)) as u64);
+}
+
+/// A cursor over bytes that never reads past them.
+#[derive(Debug)]
+pub struct Reader<'a> {
+    /// The bytes read.
+    pub b: &'a [u8],
+    /// The next byte's offset.
+    pub at: usize,
+}
+
+impl<'a> Reader<'a> {
+    /// The next varint; `what` names it in the error.
+    pub fn u(&mut self, what: &str) -> Result<u64, String> {
+        let mut v = 0u64;
+        for shift in (0..70).step_by(7) {
+            let byte = self.byte(what)?;
+            if shift == 63 && byte > 1 {
+                return Err(format!("a {what} value overflows 64 bits"));
+            }
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(format!("a {what} value overflows 64 bits"))
+    }
+
+    fn i(&mut self, what: &str) -> Result<i64, String> {
+        let z = self.u(what)?;
+        Ok(((z >> 1) as i64) ^ -((z & 1) as i64))
+    }
+
+    fn byte(&mut self, what: &str) -> Result<u8, String> {
+        let b = self
+            .b
+            .get(self.at)
+            .copied()
+            .ok_or_else(|| format!("the {what} column is cut short"))?;
+        self.at += 1;
+        Ok(b)
+    }
+
+    /// The next `n` bytes, None when fewer are left.
+    pub fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.at.checked_add(n)?;
+        let s = self.b.get(self.at..end)?;
+        self.at = end;
+        Some(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(i: u64) -> ThreadSample {
+        ThreadSample {
+            pid: 100 + (i % 3) as i32,
+            tid: -5 + (i % 2) as i32,
+            time_ns: if i % 4 == 1 { 7 } else { u64::MAX - i },
+            stack: (!i.is_multiple_of(5)).then_some(i as u32 * 1000),
+            weight_ns: 100_000,
+            kind: kind_of((i % 5) as u8).expect("kind"),
+            waker: (!i.is_multiple_of(5) && i.is_multiple_of(2)).then_some(Waker {
+                pid: i32::MIN,
+                tid: i32::MAX,
+                time_ns: i,
+                stack: i.is_multiple_of(3).then_some(u32::MAX - 1),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_block_round_trips_extreme_values() {
+        let s: Vec<_> = (0..500).map(sample).collect();
+        let bytes = encode(&s);
+        let mut back = Vec::new();
+        decode(&bytes, &mut back).expect("decode");
+        assert_eq!(back, s);
+    }
+
+    #[test]
+    fn damaged_blocks_are_errors_not_panics() {
+        let s: Vec<_> = (0..50).map(sample).collect();
+        let bytes = encode(&s);
+        for cut in 0..bytes.len() {
+            assert!(
+                decode(&bytes[..cut], &mut Vec::new()).is_err(),
+                "cut at {cut}"
+            );
+        }
+        for i in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[i] ^= 0xff;
+            let _ = decode(&b, &mut Vec::new());
+        }
+        let mut huge = Vec::new();
+        put_u(&mut huge, u64::MAX);
+        assert!(decode(&huge, &mut Vec::new()).is_err());
+    }
+}
