@@ -102,7 +102,9 @@ workload python "$PY_RUNS" "$PY" "$W/pyloop.py" "$PY_REPS"
 # Analysis speed: the last Python recording, its samples replicated (time shifted) to
 # ≥ REPORT_SAMPLES, re-analysed by `profmap report` (all outputs written).
 mkdir -p "$W/big"
-python3 "$HELPER" inflate "$W/python/pm.$PY_RUNS/profile.json.gz" "$W/big/profile.json.gz" "$REPORT_SAMPLES" >"$W/big/info.json"
+src_rec="$W/python/pm.$PY_RUNS/profile.pmr"
+[ -f "$src_rec" ] || src_rec="$W/python/pm.$PY_RUNS/profile.json.gz"
+python3 "$HELPER" inflate "$src_rec" "$W/big/profile.json.gz" "$REPORT_SAMPLES" >"$W/big/info.json"
 for ((i = 0; i <= REPORT_RUNS; i++)); do   # run 0: warm-up (page cache), discarded
   rm -rf "$W/big/out"
   "$W/tw" "$W/big/report.$i.t" "$PM" report -q "$W/big/profile.json.gz" --out "$W/big/out" >/dev/null
