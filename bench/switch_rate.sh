@@ -47,9 +47,10 @@ run() {
     profmap)
       "$PM" record -q --out "$W/pm" -- "${cmd[@]}" >/dev/null 2>&1
       out=$(cat "$W/pm/run.log")
-      lost=$(python3 - "$W/pm/profile.json.gz" <<'PY'
-import gzip, json, sys
-q = json.load(gzip.open(sys.argv[1]))["sampled"]["quality"]
+      lost=$(PYTHONPATH=bench python3 - "$W/pm" <<'PY'
+import sys
+import pmr
+q = pmr.load(pmr.recording(sys.argv[1]))["sampled"]["quality"]
 r = q.get("off_cpu_reused_stack_share"); l = q.get("off_cpu_late_stack_share")
 print(f"{q['lost_samples']}/{q.get('lost_stack_copies', 0)}({(r or 0) * 100:.0f}%+{(l or 0) * 100:.0f}%)")
 PY
