@@ -221,7 +221,9 @@ fn sampling_overhead_beyond_the_threshold_switches_to_traced_runs() {
     let (_o, map, md) = run(
         &[],
         &[("PROFMAP_ESCALATE_OVERHEAD_PCT", "-1000")],
-        &[python3(), &script("three_funcs.py"), "30000"],
+        // Long enough that the ranking rests on more than a few samples (30000 once
+        // gave `beta` alone).
+        &[python3(), &script("three_funcs.py"), "150000"],
     );
     let stop = decisions(&map, 0);
     assert_eq!(stop.len(), 1, "{:#}", pr(&map)["escalation"]);

@@ -211,7 +211,7 @@ fn run(
     }
     for (pid, seen) in &st.seen {
         if let Seen::Pending { exe, why, .. } = seen {
-            st.warnings.push(unreadable(*pid, exe, why));
+            st.warnings.extend(unreadable(*pid, exe, why));
         }
     }
     let mut out = st.out;
@@ -327,7 +327,7 @@ fn attach(st: &mut State, pid: i32, exe: String, since: u64) -> Seen {
         // An interpreter that exited while still unreadable after some tries says so;
         // one that exited at its first try (a short `python3 -c`) had nothing to read.
         if tried_for > EXIT_QUIET_NS {
-            st.warnings.push(unreadable(pid, &exe, &err));
+            st.warnings.extend(unreadable(pid, &exe, &err));
         }
         return Seen::Done { exe };
     }
@@ -338,7 +338,7 @@ fn attach(st: &mut State, pid: i32, exe: String, since: u64) -> Seen {
             why: err,
         };
     }
-    st.warnings.push(unreadable(pid, &exe, &err));
+    st.warnings.extend(unreadable(pid, &exe, &err));
     Seen::Done { exe }
 }
 
@@ -352,11 +352,19 @@ fn execed(seen: &Seen, pid: i32) -> bool {
 /// What a panic of the stack reader is reported as.
 const PANICKED: &str = "the stack reader panicked";
 
-fn unreadable(pid: i32, exe: &str, why: &str) -> String {
-    format!(
-        "process {pid} ({exe}) looks like a Python interpreter but its Python stacks cannot \
-         be read ({why}): it is profiled as native code only"
-    )
+/// The warning for an interpreter whose stacks cannot be read; none for a program that
+/// only links libpython and never started an interpreter (`perf`, `gdb`, `vim` embed one
+/// for scripting: "looks like a Python interpreter" was noise on every `perf` profiled).
+fn unreadable(pid: i32, exe: &str, why: &str) -> Option<String> {
+    let name = exe.rsplit('/').next().unwrap_or(exe);
+    let embedded_idle =
+        !name.contains("python") && why.contains("Failed to find a python interpreter");
+    (!embedded_idle).then(|| {
+        format!(
+            "process {pid} ({exe}) looks like a Python interpreter but its Python stacks \
+             cannot be read ({why}): it is profiled as native code only"
+        )
+    })
 }
 
 fn read_all(st: &mut State) {
@@ -645,8 +653,16 @@ fn read_words(pid: i32, addrs: &[u64]) -> Vec<Option<u32>> {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::expect_used, clippy::unwrap_used)]
-    use super::{ThreadIds, pick_offset};
+    use super::{ThreadIds, pick_offset, unreadable};
     use std::collections::HashSet;
+
+    #[test]
+    fn a_program_that_only_links_libpython_gets_no_warning() {
+        let none = "Failed to find a python interpreter in the .data section";
+        assert_eq!(unreadable(7, "/usr/bin/perf", none), None);
+        assert!(unreadable(7, "/tmp/python3-fake", none).is_some());
+        assert!(unreadable(7, "/usr/bin/perf", "Permission denied").is_some());
+    }
     use std::io::{BufRead, BufReader, Write};
     use std::process::{Command, Stdio};
 
