@@ -288,7 +288,8 @@ fn check_threads(exe: &str, version_prefix: &str) -> (f64, f64) {
     // crunch's CPU time is its own and five times nap's (its share of its wall time and
     // its place on the critical path depend on how the GIL was handed over and on the
     // machine's load, so neither its class nor that share is checked).
-    let c = find_step(steps, "crunch").expect("a crunch step");
+    let c =
+        find_step(steps, "crunch").unwrap_or_else(|| panic!("{exe}: no crunch step in {steps:#}"));
     assert!(
         c["cpu_time_ms"].as_f64().unwrap_or(0.0) > 50.0,
         "{exe}: {c}"

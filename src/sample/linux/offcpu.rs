@@ -54,8 +54,6 @@ use crate::sample::RawWait;
 pub(crate) const EXIT_WAKE_MAX_NS: u64 = 50_000_000;
 /// A switch sample older than this is not the one of a switch-out.
 const PARK_MAX_AGE_NS: u64 = 50_000_000;
-/// Switch samples of one tid closer than this are the two events of one switch-out.
-pub(crate) const SAME_SWITCH_NS: u64 = 100_000;
 /// How long before an interval's start a waking may be and still have ended it.
 pub(crate) const WAKE_SLACK_NS: u64 = 20_000;
 
@@ -164,24 +162,8 @@ impl OffCpu {
         if s.prev_state.is_some() {
             self.has_prev_state = true;
         }
-        // The two samples of one switch-out (stack-less and copied) arrive within
-        // microseconds: the better stack wins (see `StackSource::rank`), the earlier time
-        // stays.
-        if let Some(p) = self.parked.get(&s.tid)
-            && p.time.abs_diff(s.time) < SAME_SWITCH_NS
-        {
-            let best = if s.source.rank() >= p.source.rank() {
-                s
-            } else {
-                *p
-            };
-            let merged = SwitchSample {
-                time: p.time.min(s.time),
-                ..best
-            };
-            self.parked.insert(s.tid, merged);
-            return;
-        }
+        // One sample per switch-out: its stack copy was paired with it as it was drained
+        // (`copies`).
         self.parked.insert(s.tid, s);
     }
 

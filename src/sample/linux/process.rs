@@ -52,6 +52,8 @@ pub(crate) struct SwitchId {
     pub time: u64,
     pub pc: u64,
     pub sp: u64,
+    /// The first two syscall arguments (the descriptor or futex word, and the next).
+    pub args: (Option<u64>, Option<u64>),
 }
 
 /// What an event id stands for.
@@ -280,6 +282,7 @@ impl Processor {
             time: s.timestamp?,
             pc: regs.get(REG_IP)?,
             sp: regs.get(REG_SP)?,
+            args: (regs.get(REG_DI), regs.get(REG_SI)),
         };
         Some((id, bytes))
     }

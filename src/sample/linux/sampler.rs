@@ -783,20 +783,11 @@ fn collect(
             .timestamp()
             .unwrap_or(0);
             let resolved = processor.prefetch(&rec, role, &info);
-            pending.push(Pending {
-                time,
-                seq: *seq,
-                role,
-                info,
-                rec,
-                resolved,
-                stack: None,
-                skip: false,
-            });
+            pending.push(Pending::new(time, *seq, role, info, rec, resolved));
             *seq += 1;
         }
     }
-    copies::attach(pending.get_mut(start..).unwrap_or_default(), processor);
+    copies::attach(pending, start, processor);
 }
 
 /// Handle the records up to `watermark` in time order, with the /proc looks of that

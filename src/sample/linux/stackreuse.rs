@@ -35,19 +35,6 @@ pub(crate) enum StackSource {
     Partial,
 }
 
-impl StackSource {
-    /// How much a stack from this source is worth, when two samples of one switch-out
-    /// both have one: its own copy, then a late read, then a lent one, then partial.
-    pub(crate) fn rank(self) -> u8 {
-        match self {
-            StackSource::Copied => 3,
-            StackSource::Late => 2,
-            StackSource::Reused => 1,
-            StackSource::Partial => 0,
-        }
-    }
-}
-
 /// The exact identity of a blocked call, as seen by a switch-out sample.
 pub(crate) fn key_of(s: &SampleRecord) -> Option<u64> {
     let regs = s.user_regs.as_ref()?;
