@@ -67,7 +67,6 @@ impl Pending {
         role: EventRole,
         info: RecordParseInfo,
         rec: OwnedRecord,
-        resolved: Option<u32>,
     ) -> Pending {
         let (id, bytes) = match Processor::switch_id(&rec, role, &info) {
             Some((id, bytes)) => (Some(id), bytes),
@@ -79,7 +78,7 @@ impl Pending {
             role,
             info,
             rec,
-            resolved,
+            resolved: None,
             id,
             stack: bytes.map(|b| (b, StackSource::Copied)),
             skip: false,

@@ -213,35 +213,17 @@ impl Processor {
         }
     }
 
-    /// Handle one record (records must come in time order).
     /// As a switch-out record is drained (before the records are sorted, 20–30 ms
     /// before it is handled): its blocked call's first argument resolved as a
     /// descriptor now, while the process still lives and before the descriptor can be
     /// closed and reused. The link is read again (not taken from this round's cache):
     /// a connection closed and another opened on the same descriptor within a round
-    /// are two resources. `handle` is given the result.
-    pub(crate) fn prefetch(
-        &mut self,
-        rec: &OwnedRecord,
-        role: EventRole,
-        info: &RecordParseInfo,
-    ) -> Option<u32> {
+    /// are two resources. `handle` is given the result. Takes the switch-out's identity
+    /// as `copies::Pending` read it (the record is not parsed again).
+    pub(crate) fn prefetch(&mut self, id: Option<&SwitchId>) -> Option<u32> {
         // Every switch-out has a stack-less sample: the copied one would repeat it.
-        if !matches!(role, EventRole::SwitchLite { .. }) {
-            return None;
-        }
-        let raw = RawEventRecord::new(
-            RecordType(rec.record_type),
-            rec.misc,
-            RawData::Single(&rec.body),
-            *info,
-        );
-        let Ok(EventRecord::Sample(s)) = raw.parse() else {
-            return None;
-        };
-        let pid = s.pid?;
-        let di = s.user_regs.as_ref().and_then(|r| r.get(REG_DI))?;
-        self.fds.resolve_fresh(pid, di)
+        let id = id.filter(|id| !id.copy)?;
+        self.fds.resolve_fresh(id.pid, id.args.0?)
     }
 
     /// A switch-out sample's identity for pairing and late reads (see `copies`): whether
@@ -293,6 +275,7 @@ impl Processor {
         super::blocked::read_while_blocked(id.pid, id.tid, id.pc, id.sp, self.stack_bytes as usize)
     }
 
+    /// Handle one record (records must come in time order).
     pub(crate) fn handle(
         &mut self,
         rec: &OwnedRecord,

@@ -782,8 +782,9 @@ fn collect(
             )
             .timestamp()
             .unwrap_or(0);
-            let resolved = processor.prefetch(&rec, role, &info);
-            pending.push(Pending::new(time, *seq, role, info, rec, resolved));
+            let mut p = Pending::new(time, *seq, role, info, rec);
+            p.resolved = processor.prefetch(p.id.as_ref());
+            pending.push(p);
             *seq += 1;
         }
     }
