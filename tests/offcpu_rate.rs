@@ -167,11 +167,12 @@ fn check_pingpong(mode: &str, wait_fn: &str) -> f64 {
         named >= 0.95,
         "{mode}: {wait_fn} named for {named:.3} of the child's sleep"
     );
+    // Stack copies are taken at about 500/s per thread (frequency mode): at this rate
+    // most switch-outs borrow the stack of an earlier copy at the same call.
     let reused = q.off_cpu_reused_stack_share.expect("off-CPU time recorded");
     assert!(
-        reused > 0.3 && q.lost_stack_copies > 0,
-        "{mode}: at this rate most stacks are reused: {reused:.3}, {} copies dropped",
-        q.lost_stack_copies
+        reused > 0.3,
+        "{mode}: at this rate most stacks are reused: {reused:.3}"
     );
     check_inference(&p, mode);
     let acc = accounted(&p);
@@ -244,25 +245,35 @@ fn two_alternating_blocking_calls_never_share_a_stack() {
     check_inference(&p, "alternate");
 }
 
-/// Lost records are never silent: a ring far too small for what is asked of it (1 MiB
-/// per CPU for 20,000 samples/s of 64 KiB stack copies on a ping-pong) loses records,
-/// and the map says how many, how much of the threads' wall time went unaccounted for
-/// with the fix (`--buffer`), and the verdict says what it rests on.
+/// Lost records are never silent: profmap is stopped (SIGSTOP) for 400 ms in the middle
+/// of a ping-pong recorded into a 1 MiB ring per CPU — a drain thread kept off the CPU —
+/// so the ring overflows and switch records are lost; the map says how many, how much
+/// of the threads' wall time went unaccounted for with the fix (`--buffer`), and the
+/// verdict says what it rests on.
 #[test]
 fn lost_records_are_counted_and_the_verdict_says_what_it_rests_on() {
     let _g = serial();
     let bin = common::compile("switch_rate", &[]);
     let d = tempfile::tempdir().expect("tempdir");
     let out = d.path().join("out");
-    let st = common::profmap()
-        .args(["record", "--buffer", "1", "--frequency", "20000"])
-        .args(["--stack-bytes", "65528", "--out"])
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("profmap"))
+        .args(["record", "-q", "--buffer", "1", "--out"])
         .arg(&out)
         .arg("--")
         .arg(&bin)
-        .args(["pipe", "20000"])
-        .output()
+        .args(["pipe", "100000"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("profmap runs");
+    let pid = i32::try_from(child.id()).expect("pid");
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    // SAFETY: signals to the child started above, which has not been waited for.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let st = child.wait_with_output().expect("profmap ends");
     assert!(
         st.status.success(),
         "{}",

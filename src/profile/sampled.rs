@@ -333,6 +333,11 @@ pub struct SampleQuality {
     /// durations were kept; their stacks were lent or partial).
     #[serde(default)]
     pub lost_stack_copies: u64,
+    /// Off-CPU time left out because records were lost while the threads waited: each
+    /// wait that spanned such a window loses the window (what the thread did there is
+    /// unknown), summed over threads, ns.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub off_cpu_lost_ns: u64,
     /// Share of off-CPU time whose stack was lent by an earlier switch-out of the same
     /// thread at the same call (not copied at this one); None when no off-CPU time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -347,7 +352,8 @@ pub struct SampleQuality {
     /// through /proc while the thread still blocked in that call (an exact stack).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub off_cpu_late_stack_share: Option<f64>,
-    /// Share of off-CPU time with only the kernel stack and leaf user frame.
+    /// Share of off-CPU time with only the leaf user frame (no copy, nothing to reuse,
+    /// not read late).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub off_cpu_partial_stack_share: Option<f64>,
     pub warnings: Vec<String>,

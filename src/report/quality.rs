@@ -27,6 +27,7 @@ use std::fmt;
 
 use super::baseline::BaselineSummary;
 use crate::profile::{Frame, MachineLoad, Recording, SampledProfile};
+use crate::sample::SWITCH_COPY_RATE as COPY_RATE;
 
 /// Profiled-run overhead against the baseline median beyond which we warn, %.
 pub const MAX_OVERHEAD_PCT: f64 = 10.0;
@@ -63,8 +64,9 @@ pub enum QualityWarning {
         thread_ms: f64,
         share_pct: f64,
     },
-    /// Switch-out stack copies dropped at a high switch rate (durations kept): the
-    /// off-CPU time whose stack was reused from an identical earlier call, or is partial.
+    /// Switch-outs without a stack copy of their own at a high switch rate (durations
+    /// kept): the off-CPU time whose stack was read late, reused from an identical
+    /// earlier call, or is partial; `dropped` copies were lost by a full ring.
     ReusedStacks {
         dropped: u64,
         /// Copied switch-outs the reuse was checked against, and the share it got right.
@@ -143,15 +145,16 @@ impl QualityWarning {
                 reused_pct,
                 partial_pct,
             } => format!(
-                "{} dropped at a high switch rate (their durations kept): \
-                 {late_pct:.1}% of off-CPU time has its stack read while the thread still \
-                 blocked (exact), {reused_pct:.1}% the stack of the same thread's last \
-                 copied switch-out at the identical call (IP, SP, arguments, kernel stack), \
-                 {partial_pct:.1}% only the kernel stack and leaf frame{}",
-                if *dropped == 1 {
-                    "1 switch-out stack copy".to_string()
-                } else {
-                    format!("{dropped} switch-out stack copies")
+                "at this switch rate most switch-outs had no stack copy of their own (copies \
+                 are taken at up to {COPY_RATE} per second and thread{}; durations are all \
+                 kept): {late_pct:.1}% of off-CPU time has its stack read while the thread \
+                 still blocked (exact), {reused_pct:.1}% the stack of the same thread's last \
+                 copied switch-out at the identical call (IP, SP, arguments, task state), \
+                 {partial_pct:.1}% only the leaf frame{}",
+                match *dropped {
+                    0 => String::new(),
+                    1 => ", 1 more dropped by a full ring".to_string(),
+                    n => format!(", {n} more dropped by a full ring"),
                 },
                 if *checks > 0 {
                     format!(
@@ -218,8 +221,9 @@ impl QualityWarning {
                  thousands of switch-outs per second, lower the target's switch rate"
             }
             W::ReusedStacks { .. } => {
-                "lower --stack-bytes to copy more switch-out stacks per second, if a blocked \
-                 call's callers matter more than the cost"
+                "none needed when the check above agrees (95% or more); otherwise lower the \
+                 target's switch rate: a thread that blocks less often than every few \
+                 milliseconds has every switch-out copied"
             }
             W::TruncatedStacks { .. } => "raise --stack-bytes (up to 65528)",
             W::UnwindFailures { .. } => {
@@ -429,21 +433,26 @@ fn sample_warnings(s: &SampledProfile) -> Vec<QualityWarning> {
             share_pct: pct(sq.lost_samples, taken + sq.lost_samples),
         });
     }
+    // Unaccounted: the span its samples leave uncovered, or the waits cut at windows of
+    // lost records, whichever is larger (cpu-clock periods over-count a thread that runs
+    // in short bursts, which can hide a gap from the first).
     if sq.lost_samples > 0
         && let Some((seen, span)) = accounted(s)
-        && seen * 100 < span * 99
     {
-        w.push(QualityWarning::UnaccountedTime {
-            unaccounted_ms: (span - seen) as f64 / 1e6,
-            thread_ms: span as f64 / 1e6,
-            share_pct: pct(span - seen, span),
-        });
+        let missing = (span - seen).max(sq.off_cpu_lost_ns.min(span));
+        if missing * 100 > span {
+            w.push(QualityWarning::UnaccountedTime {
+                unaccounted_ms: missing as f64 / 1e6,
+                thread_ms: span as f64 / 1e6,
+                share_pct: pct(missing, span),
+            });
+        }
     }
     // Copies dropped in a burst of a slow program (tar: 303, 0.4% of the off-CPU time
     // lent) are no warning: the shares stay in the quality block.
     let inferred = sq.off_cpu_reused_stack_share.unwrap_or(0.0)
         + sq.off_cpu_partial_stack_share.unwrap_or(0.0);
-    if sq.lost_stack_copies > 0 && inferred > INFERRED_WARN_SHARE {
+    if inferred > INFERRED_WARN_SHARE {
         let share = |v: Option<f64>| v.map_or(0.0, |x| x * 100.0);
         w.push(QualityWarning::ReusedStacks {
             dropped: sq.lost_stack_copies,

@@ -8,6 +8,10 @@
 //! have long exited. All platform code lives under `linux/`.
 
 pub mod linux;
+
+/// Switch-out stack copies per second and thread at most (the copy event's frequency
+/// mode): a thread switching out more often borrows most of its stacks.
+pub const SWITCH_COPY_RATE: u64 = 1000;
 pub mod protocol;
 pub mod waiton;
 
@@ -131,6 +135,9 @@ pub struct RawProfile {
     pub lost_records: u64,
     /// Stack copies of switch-outs the kernel dropped (their durations were kept).
     pub lost_stack_copies: u64,
+    /// Off-CPU time cut from intervals that spanned a window of lost records (see
+    /// `offcpu::OffCpu::lost`), summed over threads, ns.
+    pub off_cpu_lost_ns: u64,
     /// Off-CPU time recorded from switch records (ns), and how much of it has a stack
     /// lent by an earlier switch-out at the same call, or only a partial stack.
     pub off_cpu_ns: u64,

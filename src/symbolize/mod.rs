@@ -107,6 +107,7 @@ pub fn symbolize(raw: &RawProfile) -> SampledProfile {
         truncated_stacks: raw.truncated_stacks,
         unnamed_addresses: unnamed,
         lost_stack_copies: raw.lost_stack_copies,
+        off_cpu_lost_ns: raw.off_cpu_lost_ns,
         off_cpu_reused_stack_share: share(raw.off_cpu_reused_stack_ns, raw.off_cpu_ns),
         off_cpu_late_stack_share: share(raw.off_cpu_late_stack_ns, raw.off_cpu_ns),
         reuse_checks: raw.reuse_checks,

@@ -120,10 +120,11 @@ fn observe(pid: i32, tid: i32, stack_bytes: usize, time: u64) -> Option<Observat
 }
 
 /// The user stack of a thread still blocked at the switch-out whose stack copy the kernel
-/// dropped (see `sampler`, "Switch-outs at high rates"): read from SP with
+/// dropped or skipped (see `sampler`, "Switch-outs at high rates"), and its kernel stack
+/// as function names, leaf first (see [`kernel_names`]): read from SP with
 /// `process_vm_readv` only when the thread's `syscall` file shows exactly that switch-out's
-/// user PC and SP, before and after the read, and its context-switch count did not move
-/// during it. A thread that woke in between shows another PC or SP (or `running`), or
+/// user PC and SP, before and after the reads, and its context-switch count did not move
+/// during them. A thread that woke in between shows another PC or SP (or `running`), or
 /// more switches, and gets nothing: at tens of thousands of turns per second a thread
 /// can wake, run another call that writes the same stack slots, and block again at the
 /// same PC and SP within one read (seen: `wait_pipe` above `recv`). A thread that blocked
@@ -134,25 +135,56 @@ pub(crate) fn read_while_blocked(
     pc: u64,
     sp: u64,
     len: usize,
-) -> Option<Vec<u8>> {
+) -> Option<(Vec<u8>, Vec<String>)> {
     let dir = format!("/proc/{pid}/task/{tid}");
-    let at = || {
-        std::fs::read_to_string(format!("{dir}/syscall"))
-            .ok()
-            .and_then(|s| syscall_pc_sp(&s))
-    };
+    let line = || std::fs::read_to_string(format!("{dir}/syscall")).ok();
     let switches = || {
         std::fs::read_to_string(format!("{dir}/status"))
             .ok()
             .and_then(|s| context_switches(&s))
     };
     let before = switches()?;
-    if at()? != (pc, sp) {
+    let first = line()?;
+    if syscall_pc_sp(&first)? != (pc, sp) {
         return None;
     }
     let stack = read_stack(pid, sp, len);
-    let still = at() == Some((pc, sp)) && switches() == Some(before);
-    (still && !stack.is_empty()).then_some(stack)
+    let kernel = kernel_names(&dir, &first);
+    let still =
+        line().as_deref().and_then(syscall_pc_sp) == Some((pc, sp)) && switches() == Some(before);
+    (still && !stack.is_empty()).then_some((stack, kernel))
+}
+
+/// A blocked thread's kernel stack as function names, leaf first: from its `stack` file
+/// (lines `[<0>] pipe_read+0x2d5/0x440`; root only), else the blocking call named by
+/// its `syscall` line (`line`) and the wait channel.
+fn kernel_names(dir: &str, line: &str) -> Vec<String> {
+    let from_stack: Vec<String> = std::fs::read_to_string(format!("{dir}/stack"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(stack_line_function)
+        .collect();
+    if !from_stack.is_empty() {
+        return from_stack;
+    }
+    let mut root_first = super::syscalls::number_and_arg0(line)
+        .map(|(nr, _)| super::syscalls::frames(nr))
+        .unwrap_or_default();
+    root_first.extend(
+        std::fs::read_to_string(format!("{dir}/wchan"))
+            .ok()
+            .map(|w| w.trim().to_string())
+            .filter(|w| !w.is_empty() && w != "0"),
+    );
+    root_first.reverse();
+    root_first
+}
+
+/// The function of one `/proc/PID/stack` line.
+fn stack_line_function(line: &str) -> Option<String> {
+    let rest = line.split_once("] ")?.1;
+    let name = rest.split('+').next()?.trim();
+    (!name.is_empty()).then(|| name.to_string())
 }
 
 /// Voluntary plus involuntary context switches from a `status` file.
@@ -243,6 +275,20 @@ mod tests {
         assert_eq!(stat_state("42 (a) b) S 1 42"), Some('S'));
         assert_eq!(stat_state("42 (sleep) D 1"), Some('D'));
         assert_eq!(stat_state("garbage"), None);
+    }
+
+    #[test]
+    fn stack_file_lines_name_their_function() {
+        assert_eq!(
+            stack_line_function("[<0>] pipe_read+0x2d5/0x440").as_deref(),
+            Some("pipe_read")
+        );
+        assert_eq!(
+            stack_line_function("[<0>] entry_SYSCALL_64_after_hwframe+0x76/0x7e").as_deref(),
+            Some("entry_SYSCALL_64_after_hwframe")
+        );
+        assert_eq!(stack_line_function(""), None);
+        assert_eq!(stack_line_function("[<0>] "), None);
     }
 
     #[test]

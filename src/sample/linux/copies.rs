@@ -1,19 +1,19 @@
 //! Where a stack-less switch-out gets its user stack bytes, decided as each drain round's
 //! records come out of the rings (see `sampler`, "Switch-outs at high rates").
 //!
-//! Each switch-out fires two events at the same tracepoint, microseconds apart: the
-//! stack-less one (registers, kernel callchain, `prev_state`, into the main ring) and,
-//! while its small ring has room, the stack-copy one (registers and the user stack only:
-//! no callchain, which would be computed even for a copy the full ring then drops).
-//! Here they are paired: the copy's bytes go to the stack-less sample of the same thread
-//! within [`PAIR_NS`] at the same call (user PC, SP and first two arguments), which is
-//! then unwound with its own registers and kernel stack and the copy's bytes, and the
-//! copy record itself is not handled.
+//! Each switch-out fires the stack-less event (registers, `prev_state`, into the main
+//! ring) and, unless its frequency-mode period skips it or its small ring is full, the
+//! stack-copy event at the same tracepoint microseconds later (registers, the user stack
+//! and the kernel callchain). Here they are paired: the copy's bytes and kernel callchain
+//! go to the stack-less sample of the same thread within [`PAIR_NS`] at the same call
+//! (user PC, SP and first two arguments), which is then unwound with its own registers
+//! and the copy's bytes, and the copy record itself is not handled.
 //!
 //! A switch-out whose copy was dropped may instead have its stack read late: each
 //! thread's last unpaired stack-less switch-out of the round, at most
 //! [`LATE_PER_ROUND`], is read through /proc when the thread is still blocked there
-//! (`blocked::read_while_blocked`), ≤ 10 ms after the switch-out, at no cost to the
+//! (`blocked::read_while_blocked`, with the kernel stack's function names from /proc),
+//! ≤ 10 ms after the switch-out, at no cost to the
 //! target: the long waits, which hold the off-CPU time, get exact stacks; the short ones
 //! have ended and are left to stack reuse (`stackreuse`).
 //!
@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use linux_perf_event_reader::RecordParseInfo;
 
 use super::process::{EventRole, Processor, SwitchId};
-use super::stackreuse::StackSource;
+use super::stackreuse::{Borrowed, StackSource};
 use super::sys::OwnedRecord;
 
 /// The two events of one switch-out fire a few microseconds apart (seen: median 3 µs,
@@ -52,15 +52,15 @@ pub(crate) struct Pending {
     pub resolved: Option<u32>,
     /// A switch-out sample's identity (see `Processor::switch_id`), read once.
     pub id: Option<SwitchId>,
-    /// A stack-less switch-out's user stack bytes: its paired copy's, or read late; a
-    /// copy's own bytes until it is paired.
-    pub stack: Option<(Vec<u8>, StackSource)>,
+    /// A stack-less switch-out's borrowed stack: its paired copy's, or read late; a
+    /// copy's own until it is paired.
+    pub stack: Option<Borrowed>,
     /// A stack-copy record whose bytes went to its partner: not handled.
     pub skip: bool,
 }
 
 impl Pending {
-    /// A drained record, its switch-out identity (and a copy's bytes) read at once.
+    /// A drained record, its switch-out identity (and a copy's stack) read at once.
     pub(crate) fn new(
         time: u64,
         seq: u64,
@@ -68,8 +68,8 @@ impl Pending {
         info: RecordParseInfo,
         rec: OwnedRecord,
     ) -> Pending {
-        let (id, bytes) = match Processor::switch_id(&rec, role, &info) {
-            Some((id, bytes)) => (Some(id), bytes),
+        let (id, stack) = match Processor::switch_id(&rec, role, &info) {
+            Some((id, stack)) => (Some(id), stack),
             None => (None, None),
         };
         Pending {
@@ -80,7 +80,7 @@ impl Pending {
             rec,
             resolved: None,
             id,
-            stack: bytes.map(|b| (b, StackSource::Copied)),
+            stack,
             skip: false,
         }
     }
@@ -114,7 +114,10 @@ pub(crate) fn attach(pending: &mut [Pending], start: usize, processor: &Processo
                 .copied()
                 .filter(|&j| {
                     pending.get(j).is_some_and(|p| {
-                        let better = p.stack.as_ref().is_none_or(|s| s.1 != StackSource::Copied);
+                        let better = p
+                            .stack
+                            .as_ref()
+                            .is_none_or(|s| s.source != StackSource::Copied);
                         better
                             && p.lite().is_some_and(|l| {
                                 (l.pc, l.sp, l.args) == (id.pc, id.sp, id.args)
@@ -170,6 +173,6 @@ fn read_late(pending: &mut [Pending], start: usize, processor: &Processor) {
             continue;
         }
         reads += 1;
-        p.stack = processor.read_late(&id).map(|b| (b, StackSource::Late));
+        p.stack = processor.read_late(&id);
     }
 }

@@ -148,8 +148,13 @@ impl Resolver {
             return s.resource;
         }
         if !self.spend() {
-            self.skipped += 1;
-            return self.cache.get(&(pid, fd)).and_then(|s| s.resource);
+            // What it was when last read; only a descriptor never read is a wait that
+            // names nothing (a ping-pong re-reads the same one ~100k times a second).
+            let cached = self.cache.get(&(pid, fd)).map(|s| s.resource);
+            if cached.is_none() {
+                self.skipped += 1;
+            }
+            return cached.flatten();
         }
         let link = std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
             .ok()

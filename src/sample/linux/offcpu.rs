@@ -155,6 +155,8 @@ pub(crate) struct OffCpu {
     exit_wakes: HashMap<i32, Waking>,
     done: Vec<Interval>,
     has_prev_state: bool,
+    /// Off-CPU time cut at windows of lost records, ns (see [`OffCpu::lost`]).
+    lost_ns: u64,
 }
 
 impl OffCpu {
@@ -228,6 +230,36 @@ impl OffCpu {
 
     pub(crate) fn look(&mut self, l: Look) {
         self.observed.entry(l.tid).or_default().push(l);
+    }
+
+    /// Records were lost between `from` and `to` (a ring overflowed): a thread off-CPU
+    /// across that window may have run and blocked again there unseen, and its switch-in
+    /// may be among the lost records, so its open interval is cut: the part before the
+    /// window is kept (closed at `from`, no waker), the window itself is nobody's time
+    /// (it shows as unaccounted), and the interval goes on from `to` with the same stack
+    /// and state until the next switch-in seen.
+    pub(crate) fn lost(&mut self, from: u64, to: u64) {
+        let mut cut: Vec<(i32, Open)> = self
+            .open
+            .iter()
+            .filter(|(_, iv)| iv.start < to)
+            .map(|(&tid, &iv)| (tid, iv))
+            .collect();
+        cut.sort_by_key(|(tid, iv)| (iv.start, *tid));
+        for (tid, iv) in cut {
+            if iv.start < from {
+                self.wakings.remove(&tid);
+                self.exit_wakes.remove(&tid);
+                self.close(tid, iv, from);
+            }
+            self.lost_ns += to - iv.start.max(from);
+            self.open.insert(tid, Open { start: to, ..iv });
+        }
+    }
+
+    /// Off-CPU time cut at windows of lost records so far, ns.
+    pub(crate) fn lost_ns(&self) -> u64 {
+        self.lost_ns
     }
 
     /// Whether any switch sample carried `prev_state` (S and D told apart).
@@ -409,6 +441,33 @@ mod tests {
 
     fn all_alive(_: i32) -> bool {
         true
+    }
+
+    #[test]
+    fn lost_records_cut_the_open_intervals_at_the_window() {
+        let mut m = OffCpu::default();
+        m.switch_out(out(1, 10 * MS, false));
+        m.switch_out(out(2, 25 * MS, false));
+        // Records lost between 20 and 30 ms: thread 1's wait is kept up to 20 ms and goes
+        // on from 30 ms; thread 2 blocked inside the window: its interval starts at 30 ms.
+        m.lost(20 * MS, 30 * MS);
+        m.switch_in(inn(1, 35 * MS));
+        m.switch_in(inn(2, 40 * MS));
+        // 10 ms of thread 1's wait and 5 ms of thread 2's are nobody's.
+        assert_eq!(m.lost_ns(), 15 * MS);
+        let got: Vec<(i32, u64, u64)> = m
+            .finish(50 * MS, all_alive)
+            .iter()
+            .map(|iv| (iv.tid, iv.start, iv.duration))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (1, 10 * MS, 10 * MS),
+                (1, 30 * MS, 5 * MS),
+                (2, 30 * MS, 10 * MS)
+            ]
+        );
     }
 
     #[test]

@@ -33,7 +33,7 @@ use perf_event_open_sys::bindings as b;
 
 use super::fdres::Resolver;
 use super::offcpu::{self, OffCpu};
-use super::stackreuse::{self, StackReuse, StackSource};
+use super::stackreuse::{self, Borrowed, KernelPart, StackReuse, StackSource};
 use super::sys::{OwnedRecord, REG_BP, REG_DI, REG_IP, REG_SI, REG_SP};
 use super::unwind::{self, ElfCache, ProcUnwinder};
 use crate::profile::{SampleKind, WaitState};
@@ -168,6 +168,8 @@ pub(crate) struct Processor {
     unwind_failures: u64,
     truncated: u64,
     parse_errors: u64,
+    /// The time of the last main-ring record handled per CPU: where a loss began.
+    last_time_by_cpu: HashMap<u32, u64>,
 }
 
 impl std::fmt::Debug for Processor {
@@ -210,6 +212,7 @@ impl Processor {
             unwind_failures: 0,
             truncated: 0,
             parse_errors: 0,
+            last_time_by_cpu: HashMap::new(),
         }
     }
 
@@ -233,7 +236,7 @@ impl Processor {
         rec: &OwnedRecord,
         role: EventRole,
         info: &RecordParseInfo,
-    ) -> Option<(SwitchId, Option<Vec<u8>>)> {
+    ) -> Option<(SwitchId, Option<Borrowed>)> {
         let copy = match role {
             EventRole::SwitchOut { .. } => true,
             EventRole::SwitchLite { .. } => false,
@@ -249,10 +252,14 @@ impl Processor {
             return None;
         };
         let regs = s.user_regs.as_ref()?;
-        let bytes = if copy {
+        let borrowed = if copy {
             s.user_stack.as_ref().map(|(data, dyn_size)| {
                 let all = data.as_slice();
-                all[..(*dyn_size as usize).min(all.len())].to_vec()
+                Borrowed {
+                    bytes: all[..(*dyn_size as usize).min(all.len())].to_vec(),
+                    source: StackSource::Copied,
+                    kernel: KernelPart::Addrs(kernel_chain(&s)),
+                }
             })
         } else {
             None
@@ -266,13 +273,25 @@ impl Processor {
             sp: regs.get(REG_SP)?,
             args: (regs.get(REG_DI), regs.get(REG_SI)),
         };
-        Some((id, bytes))
+        Some((id, borrowed))
     }
 
-    /// The user stack of a thread still blocked at switch-out `id` (see
-    /// `blocked::read_while_blocked`), as many bytes as a copy would have held.
-    pub(crate) fn read_late(&self, id: &SwitchId) -> Option<Vec<u8>> {
-        super::blocked::read_while_blocked(id.pid, id.tid, id.pc, id.sp, self.stack_bytes as usize)
+    /// The stack of a thread still blocked at switch-out `id` (see
+    /// `blocked::read_while_blocked`): as many user stack bytes as a copy would have held,
+    /// and the kernel stack's function names.
+    pub(crate) fn read_late(&self, id: &SwitchId) -> Option<Borrowed> {
+        let (bytes, names) = super::blocked::read_while_blocked(
+            id.pid,
+            id.tid,
+            id.pc,
+            id.sp,
+            self.stack_bytes as usize,
+        )?;
+        Some(Borrowed {
+            bytes,
+            source: StackSource::Late,
+            kernel: KernelPart::Named(names),
+        })
     }
 
     /// Handle one record (records must come in time order).
@@ -282,7 +301,7 @@ impl Processor {
         role: EventRole,
         info: &RecordParseInfo,
         resolved: Option<u32>,
-        stack: Option<(&[u8], StackSource)>,
+        stack: Option<&Borrowed>,
     ) {
         let raw = RawEventRecord::new(
             RecordType(rec.record_type),
@@ -295,6 +314,13 @@ impl Processor {
             self.parse_errors += 1;
             return;
         };
+        let in_main_ring = !matches!(role, EventRole::SwitchOut { .. });
+        if in_main_ring
+            && !matches!(parsed, EventRecord::Lost(_))
+            && let (Some(cpu), Some(t)) = (common.cpu, common.timestamp)
+        {
+            self.last_time_by_cpu.insert(cpu, t);
+        }
         match parsed {
             EventRecord::Sample(s) => self.on_sample(&s, role, resolved, stack),
             EventRecord::Comm(c) => {
@@ -388,7 +414,17 @@ impl Processor {
             EventRecord::Lost(l) if matches!(role, EventRole::SwitchOut { .. }) => {
                 self.lost_stacks += l.count
             }
-            EventRecord::Lost(l) => self.lost += l.count,
+            EventRecord::Lost(l) => {
+                self.lost += l.count;
+                // The window of the loss: since the last record of that CPU's ring.
+                if let Some(to) = common.timestamp {
+                    let from = common
+                        .cpu
+                        .and_then(|c| self.last_time_by_cpu.get(&c).copied())
+                        .unwrap_or(0);
+                    self.offcpu.lost(from.min(to), to);
+                }
+            }
             EventRecord::ContextSwitch(cs) => self.on_switch(cs, &common),
             _ => {}
         }
@@ -492,12 +528,13 @@ impl Processor {
         self.stack_from(s, None)
     }
 
-    /// `stack_of` with the user stack bytes taken from `late` (read through /proc from
-    /// the sample's SP) instead of the sample's own copy.
+    /// `stack_of` with the user stack bytes and the kernel part taken from `borrowed`
+    /// (a stack-less switch-out's paired copy, or read through /proc from its SP)
+    /// instead of the sample's own.
     fn stack_from(
         &mut self,
         s: &linux_perf_event_reader::SampleRecord,
-        late: Option<&[u8]>,
+        borrowed: Option<&Borrowed>,
     ) -> Option<u32> {
         let pid = s.pid.unwrap_or(0);
         // Split the callchain: kernel part and the kernel's frame-pointer user part.
@@ -522,8 +559,8 @@ impl Processor {
             .user_regs
             .as_ref()
             .and_then(|r| Some((r.get(REG_IP)?, r.get(REG_SP)?, r.get(REG_BP).unwrap_or(0))));
-        let (stack_bytes, dyn_size) = match (late, &s.user_stack) {
-            (Some(bytes), _) => (bytes.to_vec(), bytes.len()),
+        let (stack_bytes, dyn_size) = match (borrowed, &s.user_stack) {
+            (Some(b), _) => (b.bytes.clone(), b.bytes.len()),
             (None, Some((data, dyn_size))) => (data.as_slice().into_owned(), *dyn_size as usize),
             (None, None) => (Vec::new(), 0),
         };
@@ -554,6 +591,18 @@ impl Processor {
         for &a in user.frames.iter().rev() {
             raw_frames.push(self.resolve_user(pid, a));
         }
+        match borrowed.map(|b| &b.kernel) {
+            Some(KernelPart::Addrs(addrs)) if kernel.is_empty() => kernel.clone_from(addrs),
+            Some(KernelPart::Named(names)) if kernel.is_empty() => {
+                for name in names.iter().rev() {
+                    let name = RawFrame::KernelNamed {
+                        name: self.kernel_name_id(name.clone()),
+                    };
+                    raw_frames.push(name);
+                }
+            }
+            _ => {}
+        }
         for (i, &a) in kernel.iter().enumerate().rev() {
             let addr = if i == 0 { a } else { a.saturating_sub(1) };
             raw_frames.push(RawFrame::Kernel { addr });
@@ -579,29 +628,31 @@ impl Processor {
         RawFrame::Anon { pid, addr }
     }
 
-    /// A stack-less switch-out's stack: unwound from its paired copy's bytes or from a
-    /// late read, else lent by an earlier copy at the same call (`stackreuse`), else its
-    /// kernel stack and leaf frame. A copy also checks what reuse would have lent it.
+    /// A stack-less switch-out's stack: unwound from its paired copy's bytes and kernel
+    /// callchain or from a late read, else lent by an earlier copy at the same call
+    /// (`stackreuse`), else its leaf frame alone. A copy also checks what reuse would
+    /// have lent it.
     fn switch_stack(
         &mut self,
         s: &linux_perf_event_reader::SampleRecord,
         tid: i32,
-        bytes: Option<(&[u8], StackSource)>,
+        prev_state: Option<i64>,
+        borrowed: Option<&Borrowed>,
     ) -> (Option<u32>, StackSource) {
-        let key = stackreuse::key_of(s);
-        let Some((bytes, source)) = bytes else {
+        let key = stackreuse::key_of(s, prev_state);
+        let Some(b) = borrowed else {
             return match key.and_then(|k| self.reuse.lend(tid, k)) {
                 Some(st) => (st, StackSource::Reused),
                 None => (self.stack_of(s), StackSource::Partial),
             };
         };
-        let st = self.stack_from(s, Some(bytes));
-        if let Some(k) = key {
+        let (st, source) = (self.stack_from(s, Some(b)), b.source);
+        // Only copies are lent: a late read names its kernel frames from /proc, not by
+        // address, and would count as a different stack in the check below.
+        if let Some(k) = key.filter(|_| source == StackSource::Copied) {
             // The inference checked where it can be: what reuse would have lent this
             // copied switch-out, against what its own copy unwound to.
-            if source == StackSource::Copied
-                && let Some(lent) = self.reuse.lend(tid, k)
-            {
+            if let Some(lent) = self.reuse.lend(tid, k) {
                 self.reuse_checks += 1;
                 self.reuse_agreed += u64::from(lent == st);
             }
@@ -615,14 +666,17 @@ impl Processor {
         s: &linux_perf_event_reader::SampleRecord,
         role: EventRole,
         resolved: Option<u32>,
-        bytes: Option<(&[u8], StackSource)>,
+        bytes: Option<&Borrowed>,
     ) {
         let (Some(pid), Some(tid), Some(time)) = (s.pid, s.tid, s.timestamp) else {
             self.parse_errors += 1;
             return;
         };
         let (stack, source) = match role {
-            EventRole::SwitchLite { .. } => self.switch_stack(s, tid, bytes),
+            EventRole::SwitchLite { prev_state } => {
+                let state = prev_state.and_then(|f| raw_int(s, f));
+                self.switch_stack(s, tid, state, bytes)
+            }
             // Copies are paired with their stack-less sample as they are drained
             // (`copies`); one handled here had no partner and no kernel stack.
             EventRole::SwitchOut { .. } => return,
@@ -649,12 +703,14 @@ impl Processor {
                     Some(arg0) if sleeping => Some(RawWait {
                         arg0,
                         resource: resolved.or_else(|| self.fds.resolve(pid, arg0)),
-                        pollfd0: first_pollfd(s, bytes.map(|b| b.0), arg0).map(|fd| {
-                            let r = u64::try_from(fd)
-                                .ok()
-                                .and_then(|f| self.fds.resolve(pid, f));
-                            (fd, r)
-                        }),
+                        pollfd0: first_pollfd(s, bytes.map(|b| b.bytes.as_slice()), arg0).map(
+                            |fd| {
+                                let r = u64::try_from(fd)
+                                    .ok()
+                                    .and_then(|f| self.fds.resolve(pid, f));
+                                (fd, r)
+                            },
+                        ),
                     }),
                     _ => None,
                 };
@@ -830,6 +886,7 @@ impl Processor {
         freq: u32,
     ) -> RawProfile {
         let offcpu = std::mem::take(&mut self.offcpu);
+        let off_cpu_lost_ns = offcpu.lost_ns();
         let has_prev_state = offcpu.has_prev_state();
         let looked = offcpu.looked();
         let threads = &self.threads;
@@ -925,6 +982,7 @@ impl Processor {
             threads,
             lost_records: self.lost,
             lost_stack_copies: self.lost_stacks,
+            off_cpu_lost_ns,
             off_cpu_ns: stacks.total_ns,
             off_cpu_reused_stack_ns: stacks.reused_ns,
             off_cpu_late_stack_ns: stacks.late_ns,
@@ -961,6 +1019,23 @@ fn off_cpu_sample(iv: offcpu::Interval, t0_ns: u64) -> RawSample {
         }),
         wait: iv.wait,
     }
+}
+
+/// The kernel part of a sample's callchain, leaf first.
+fn kernel_chain(s: &linux_perf_event_reader::SampleRecord) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut ctx = 0u64;
+    if let Some(cc) = &s.callchain {
+        for i in 0..cc.len() {
+            let Some(a) = cc.get(i) else { break };
+            if a >= b::PERF_CONTEXT_MAX {
+                ctx = a;
+            } else if ctx == b::PERF_CONTEXT_KERNEL {
+                out.push(a);
+            }
+        }
+    }
+    out
 }
 
 /// A little-endian signed integer field of a tracepoint sample's raw data.

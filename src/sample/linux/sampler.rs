@@ -13,11 +13,12 @@
 //!   mmap/mmap2, comm (with exec), task (fork/exit) and context-switch records.
 //! - *switch-out*: the `sched:sched_switch` tracepoint (raw data gives `prev_state`), or
 //!   when tracefs or raw tracepoint access is missing the `context-switches` software
-//!   event; `sample_period = 1`, same stack fields, plus the syscall argument registers
-//!   DI, SI, DX, R10, R8 among the user registers (what a blocked syscall waits on: see
-//!   `sample::waiton`; DI is looked up as a descriptor in /proc as the drain thread
-//!   meets it, see `fdres`). Its records go into the on-CPU
-//!   event's ring (`PERF_EVENT_IOC_SET_OUTPUT`) or, if the kernel refuses, its own ring.
+//!   event, as two events (see below): a stack-less one on every switch-out with the
+//!   user registers IP, SP and the syscall argument registers DI, SI, DX, R10, R8 (what a
+//!   blocked syscall waits on: see `sample::waiton`; DI is looked up as a descriptor in
+//!   /proc as the drain thread meets it, see `fdres`), and a stack-copy one. Their
+//!   records go into the on-CPU event's ring (`PERF_EVENT_IOC_SET_OUTPUT`) or, if the
+//!   kernel refuses, their own ring.
 //! - *wake-ups* (kernel + user scope only): the `sched:sched_waking` tracepoint,
 //!   `sample_period = 1`, TID, TIME, RAW (the wakee's pid) and the kernel callchain only
 //!   (no user registers or stack: they are expensive). With per-task inherited events a
@@ -32,19 +33,25 @@
 //!
 //! # Switch-outs at high rates
 //!
-//! Each switch-out is recorded twice: a *stack-less* event (registers IP, SP and the
-//! syscall arguments, the kernel callchain, `prev_state`: a few hundred bytes) into the
-//! main ring, and a *stack-copy* event (registers and `stack_bytes` of user stack, no
-//! callchain) into a smaller ring of its own; the two are paired as they are drained
-//! (`copies`). Durations come from the switch records in the main ring.
-//! Drop policy when the rate exceeds what the rings hold: stack copies go first (their
-//! ring fills first, the kernel drops them before copying anything, and they are counted
-//! apart as `lost_stack_copies`); a switch-out without its copy takes the stack of the
+//! Each switch-out fires a *stack-less* event (registers IP, SP and the syscall
+//! arguments, `prev_state`: about 250 bytes, no callchain) into the main ring, every
+//! time, and a *stack-copy* event (registers, `stack_bytes` of user stack and the kernel
+//! callchain) in frequency mode into a smaller ring of its own: the kernel copies every
+//! switch-out of a thread that blocks less often than about once per two ticks and
+//! raises the period of a faster one until it yields about
+//! [`crate::sample::SWITCH_COPY_RATE`] copies a second. The two are paired as they are
+//! drained (`copies`). Durations come from the switch records in the main ring.
+//! Why: the kernel's callchain costs about 1.8 µs per switch-out here whatever its depth
+//! and a stack copy more; on a pipe ping-pong at ~200k switches/s, a callchain on every
+//! switch-out made profmap cost 1.4× what `perf record -e sched:sched_switch -g` does,
+//! without it the two cost the same (docs/benchmarks.md).
+//! A switch-out without its copy (skipped by the period, or dropped by a full ring:
+//! counted as `lost_stack_copies`) has its stack read through /proc when its thread
+//! still blocks there as the round drains it (`copies`), else takes the stack of the
 //! same thread's last copied switch-out with the same IP, SP, syscall arguments and
-//! kernel stack (`process`), else the kernel stack and the leaf user frame — unless its
-//! thread still blocks there when the round drains it, and its stack is read through
-//! /proc (`copies`). Durations are lost only when the main ring overflows, which is
-//! counted and warned about.
+//! task state (`stackreuse`), else the leaf user frame alone. Durations are lost only
+//! when the main ring overflows, which is counted and warned about; a wait spanning the
+//! window of a loss is cut there (`offcpu`).
 //!
 //! # Draining
 //!
@@ -83,12 +90,14 @@ pub(crate) const LOOKS_PER_ROUND: usize = 64;
 /// their records (stack-less switch sample, switch-out and switch-in records, waking)
 /// are kept whole at this rate even when the drain thread runs only every 100 ms.
 const SWITCH_BUDGET: u64 = 100_000;
-/// Bytes per switch-out in the main ring: the stack-less sample (ids, registers, kernel
-/// callchain, raw data: ~400 B), two switch records and a waking with its callchain.
+/// Bytes per switch-out in the main ring: the stack-less sample (ids, registers, raw
+/// data: ~250 B), two switch records and a waking.
 const SWITCH_RECORD_BYTES: u64 = 800;
 /// Switch-out stack copies per second and CPU the stack-copy ring holds at one drain
 /// every `POLL_MS`: past that rate, copies are dropped (counted) and stacks reused.
-const STACK_COPY_BUDGET: u64 = 1000;
+const STACK_COPY_BUDGET: u64 = 4000;
+/// The stack-copy event's target rate per thread (and CPU) in frequency mode.
+const COPY_FREQ: u64 = crate::sample::SWITCH_COPY_RATE;
 
 /// A running perf_event sampler attached to a process tree.
 #[derive(Debug)]
@@ -191,20 +200,26 @@ fn switch_attr(src: &SwitchSource, stack_bytes: u32) -> b::perf_event_attr {
     stack_fields(&mut attr, stack_bytes, Scope::Full);
     attr.sample_regs_user = sys::SWITCH_REGS_MASK;
     if stack_bytes == 0 {
-        // The stack-less event: kernel callchain (names the blocked call) and registers.
-        attr.sample_type &= !sys::SAMPLE_STACK_USER;
+        // The stack-less event, on every switch-out: registers (the call's identity and
+        // arguments) and `prev_state`. No callchain: the kernel's unwinding costs about
+        // 1.8 µs per switch-out here whatever its depth (measured with
+        // `sample_max_stack` 6, 10, 16), 70% of what the whole event costs.
+        attr.sample_type &= !(sys::SAMPLE_STACK_USER | sys::SAMPLE_CALLCHAIN);
+        attr.__bindgen_anon_1.sample_period = 1;
+    } else {
+        // The copy event: registers, the user stack bytes and the kernel callchain, in
+        // frequency mode: the kernel keeps every switch-out of a thread that switches
+        // less often than about once per two ticks, and raises the period of a faster
+        // one until it yields about `COPY_FREQ` copies/s, so a high switch rate costs
+        // few stack copies and callchains (its stack-less partner is paired with the copy
+        // in `copies`; the others borrow a stack, see `stackreuse`).
         attr.set_exclude_callchain_user(1);
+        attr.set_freq(1);
+        attr.__bindgen_anon_1.sample_freq = COPY_FREQ;
     }
     if stack_bytes == 0 && matches!(src, SwitchSource::Tracepoint { .. }) {
         attr.sample_type |= sys::SAMPLE_RAW;
     }
-    if stack_bytes != 0 {
-        // The copy event: registers and stack bytes only; its stack-less partner has the
-        // kernel callchain and `prev_state` (see `copies`). A callchain here would be
-        // computed even for a copy the full ring then drops.
-        attr.sample_type &= !sys::SAMPLE_CALLCHAIN;
-    }
-    attr.__bindgen_anon_1.sample_period = 1;
     attr
 }
 
@@ -684,6 +699,19 @@ impl Drop for PerfSampler {
     }
 }
 
+/// Give the calling drain thread a higher priority (nice -10) when allowed (root): at
+/// 100k+ switch-outs/s the main ring holds about 100 ms of records, and on a loaded
+/// 2-core machine a drain thread at the target's priority was kept off the CPU that long
+/// now and then, losing a burst of records (seen in 1 of 10-16 test runs). Without the
+/// privilege it stays as it is.
+fn raise_priority() {
+    // SAFETY: plain syscalls on the calling thread; errors are ignored on purpose.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, -10);
+    }
+}
+
 fn drain_loop(
     mut opened: Opened,
     mut processor: Processor,
@@ -693,6 +721,7 @@ fn drain_loop(
     warnings: Vec<String>,
     poll_blocked: Option<usize>,
 ) -> RawProfile {
+    raise_priority();
     let mut pending: Vec<Pending> = Vec::new();
     let mut looker = blocked::Looker::default();
     // Looks wait here until the records before them are processed: they are unwound
@@ -806,8 +835,7 @@ fn process_upto(
         if p.skip {
             continue;
         }
-        let stack = p.stack.as_ref().map(|(b, s)| (b.as_slice(), *s));
-        processor.handle(&p.rec, p.role, &p.info, p.resolved, stack);
+        processor.handle(&p.rec, p.role, &p.info, p.resolved, p.stack.as_ref());
     }
     deliver_looks(looks, processor, |t| t <= watermark);
 }

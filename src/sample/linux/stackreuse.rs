@@ -1,10 +1,12 @@
-//! Stack reuse for switch-outs whose user stack copy was not kept (see `sampler`,
-//! "Switch-outs at high rates"): each thread's recent copied switch-out stacks, keyed by
-//! what identifies the blocked call exactly — the user IP and SP, the first two syscall
-//! arguments (the descriptor or futex address, and the next) and the whole kernel
-//! callchain. A stack is only ever lent to a switch-out
-//! of the same thread with an identical key, so two different blocking calls (another
-//! IP, another syscall path, other arguments) never share a stack.
+//! Stack reuse for switch-outs whose stack copy was not taken (see `sampler`,
+//! "Switch-outs at high rates"): each thread's recent copied switch-out stacks (user
+//! frames unwound from the copy and the copy's kernel callchain), keyed by what
+//! identifies the blocked call exactly — the user IP and SP, the first two syscall
+//! arguments (the descriptor or futex address, and the next) and the task state. A stack is only ever lent
+//! to a switch-out of the same thread with an identical key, so two different blocking
+//! calls (another IP or SP, other arguments) never share a stack. Calls from one site with
+//! the same arguments are taken to block on the same kernel path; every copied
+//! switch-out checks that against what would have been lent (`reuse_checks`).
 //!
 //! Invariant: memory is bounded: at most [`PER_THREAD`] keys per thread (the table of a
 //! thread is cleared when full) and entries of exited threads are removed.
@@ -13,7 +15,6 @@ use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use linux_perf_event_reader::SampleRecord;
-use perf_event_open_sys::bindings as b;
 
 use super::sys::{REG_DI, REG_IP, REG_SI, REG_SP};
 
@@ -31,27 +32,41 @@ pub(crate) enum StackSource {
     Late,
     /// Lent by an earlier copied switch-out of the same thread at the same call.
     Reused,
-    /// No copy and nothing to reuse: kernel stack and leaf user frame only.
+    /// No copy and nothing to reuse: the leaf user frame only.
     Partial,
 }
 
-/// The exact identity of a blocked call, as seen by a switch-out sample.
-pub(crate) fn key_of(s: &SampleRecord) -> Option<u64> {
+/// A switch-out's stack taken from outside its own stack-less record: its paired copy's,
+/// or read through /proc while the thread still blocked there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Borrowed {
+    /// The user stack bytes from SP upwards.
+    pub bytes: Vec<u8>,
+    pub source: StackSource,
+    /// The kernel part of the stack, leaf first.
+    pub kernel: KernelPart,
+}
+
+/// The kernel frames of a borrowed stack, leaf first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum KernelPart {
+    /// Addresses from the copy event's kernel callchain.
+    Addrs(Vec<u64>),
+    /// Function names from /proc (`stack`, or the syscall and wait channel).
+    Named(Vec<String>),
+}
+
+/// The exact identity of a blocked call, as seen by a switch-out sample's registers and
+/// its `prev_state` (a task preempted inside a call is in another kernel path than one
+/// that sleeps in it).
+pub(crate) fn key_of(s: &SampleRecord, prev_state: Option<i64>) -> Option<u64> {
     let regs = s.user_regs.as_ref()?;
     let mut h = DefaultHasher::new();
+    prev_state.hash(&mut h);
     // Not DX, R10, R8: a futex wait's expected value (DX) changes on every wait of a
-    // condition variable, and the call is already told by IP, SP, DI, SI and the kernel.
+    // condition variable, and the call is already told by IP, SP, DI and SI.
     for r in [REG_IP, REG_SP, REG_DI, REG_SI] {
         regs.get(r).hash(&mut h);
-    }
-    // The kernel part only: the copied event also has the user frame-pointer part.
-    if let Some(cc) = &s.callchain {
-        for i in 0..cc.len() {
-            match cc.get(i) {
-                Some(b::PERF_CONTEXT_USER) | None => break,
-                a => a.hash(&mut h),
-            }
-        }
     }
     Some(h.finish())
 }
