@@ -821,6 +821,58 @@ impl Processor {
         }
     }
 
+    /// What the crash spool appends (see `spool`): the append-only tables and the
+    /// on-CPU samples so far (absolute times), by reference.
+    pub(crate) fn spool_view(&self) -> super::spool::View<'_> {
+        super::spool::View {
+            modules: &self.modules,
+            frames: &self.frames,
+            stacks: &self.stacks,
+            kernel_names: &self.kernel_names,
+            samples: &self.samples,
+            lost_records: self.lost,
+        }
+    }
+
+    /// The processes as the profile has them, by pid.
+    pub(crate) fn raw_processes(&self) -> Vec<RawProcess> {
+        let mut processes: Vec<RawProcess> = self
+            .procs
+            .iter()
+            .map(|(&pid, p)| RawProcess {
+                pid,
+                ppid: p.ppid,
+                name: self
+                    .threads
+                    .get(&pid)
+                    .map(|t| t.name.clone())
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or_else(|| p.name.clone()),
+                exe: p.exe.clone(),
+                maps: p.maps.iter().map(|m| m.map.clone()).collect(),
+                fork_ns: p.fork_ns,
+                exit_ns: p.exit_ns,
+            })
+            .collect();
+        processes.sort_by_key(|p| p.pid);
+        processes
+    }
+
+    /// The threads as the profile has them, by (pid, tid).
+    pub(crate) fn raw_threads(&self) -> Vec<RawThread> {
+        let mut threads: Vec<RawThread> = self
+            .threads
+            .iter()
+            .map(|(&tid, t)| RawThread {
+                pid: t.pid,
+                tid,
+                name: t.name.clone(),
+            })
+            .collect();
+        threads.sort_by_key(|t| (t.pid, t.tid));
+        threads
+    }
+
     /// Close what is still open and produce the profile. Times become relative to t0.
     pub(crate) fn finish(
         mut self,
@@ -883,35 +935,8 @@ impl Processor {
                  uninterruptible (D) waits are not told apart{seen}"
             ));
         }
-        let mut processes: Vec<RawProcess> = self
-            .procs
-            .iter()
-            .map(|(&pid, p)| RawProcess {
-                pid,
-                ppid: p.ppid,
-                name: self
-                    .threads
-                    .get(&pid)
-                    .map(|t| t.name.clone())
-                    .filter(|n| !n.is_empty())
-                    .unwrap_or_else(|| p.name.clone()),
-                exe: p.exe.clone(),
-                maps: p.maps.iter().map(|m| m.map.clone()).collect(),
-                fork_ns: p.fork_ns,
-                exit_ns: p.exit_ns,
-            })
-            .collect();
-        processes.sort_by_key(|p| p.pid);
-        let mut threads: Vec<RawThread> = self
-            .threads
-            .iter()
-            .map(|(&tid, t)| RawThread {
-                pid: t.pid,
-                tid,
-                name: t.name.clone(),
-            })
-            .collect();
-        threads.sort_by_key(|t| (t.pid, t.tid));
+        let processes = self.raw_processes();
+        let threads = self.raw_threads();
         RawProfile {
             sampler,
             frequency_hz: freq,
