@@ -23,7 +23,10 @@ fn running(bin: &Path) -> Vec<i32> {
         let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
         let argv0 = cmd.split(|&b| b == 0).next().unwrap_or_default();
         let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let zombie = stat.rsplit(')').next().is_some_and(|s| s.trim_start().starts_with('Z'));
+        let zombie = stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|s| s.trim_start().starts_with('Z'));
         if argv0 == want.as_bytes() && !zombie {
             pids.push(pid);
         }
@@ -34,8 +37,18 @@ fn running(bin: &Path) -> Vec<i32> {
 /// User + system time of `pid` so far (zero once it is gone).
 fn cpu_time(pid: i32) -> Duration {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     // utime and stime: fields 14 and 15 of the line, 11 and 12 after the name's ')'.
@@ -59,14 +72,23 @@ fn record_and_kill(dir: &Path, bin: &Path, run_for: Duration) -> std::path::Path
         .expect("profmap starts");
     let began = Instant::now();
     while running(bin).is_empty() {
-        assert!(began.elapsed() < Duration::from_secs(30), "the target never started");
+        assert!(
+            began.elapsed() < Duration::from_secs(30),
+            "the target never started"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(out.join(SPOOL).exists(), "the spool exists when the target runs");
+    assert!(
+        out.join(SPOOL).exists(),
+        "the spool exists when the target runs"
+    );
     // The target's CPU time, not the wall clock: the machine may be busy.
     let pid = running(bin)[0];
     while cpu_time(pid) < run_for {
-        assert!(began.elapsed() < Duration::from_secs(60), "the target got no CPU");
+        assert!(
+            began.elapsed() < Duration::from_secs(60),
+            "the target got no CPU"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     child.kill().expect("SIGKILL");
@@ -84,7 +106,10 @@ fn a_killed_record_is_recovered_by_report_and_export() {
     // The target died with profmap (PR_SET_PDEATHSIG).
     let began = Instant::now();
     while !running(&bin).is_empty() {
-        assert!(began.elapsed() < Duration::from_secs(5), "the target outlived profmap");
+        assert!(
+            began.elapsed() < Duration::from_secs(5),
+            "the target outlived profmap"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(out.join(SPOOL).exists());
@@ -94,7 +119,11 @@ fn a_killed_record_is_recovered_by_report_and_export() {
     std::fs::create_dir(&copy).expect("mkdir");
     std::fs::copy(out.join(SPOOL), copy.join(SPOOL)).expect("copy");
 
-    let r = common::profmap().args(["report"]).arg(&out).assert().success();
+    let r = common::profmap()
+        .args(["report"])
+        .arg(&out)
+        .assert()
+        .success();
     let stderr = String::from_utf8_lossy(&r.get_output().stderr).into_owned();
     assert!(stderr.contains("recovered"), "{stderr}");
     assert!(!out.join(SPOOL).exists(), "the spool is removed");
@@ -118,7 +147,10 @@ fn a_killed_record_is_recovered_by_report_and_export() {
         .iter()
         .map(|f| common::hotspot_sum(&map, f, "self_cpu_time_ms"))
         .sum();
-    assert!(on_cpu_ms >= 1500.0, "recovered {on_cpu_ms} ms of on-CPU time");
+    assert!(
+        on_cpu_ms >= 1500.0,
+        "recovered {on_cpu_ms} ms of on-CPU time"
+    );
     let a = common::hotspot_sum(&map, "func_a", "self_cpu_time_ms");
     assert!(a > 0.35 * on_cpu_ms, "func_a {a} of {on_cpu_ms} ms");
     assert_eq!(q["off_cpu_intervals"], 0, "{q}");
@@ -154,7 +186,11 @@ fn a_normal_record_leaves_no_spool() {
     assert!(out.join("profile.pmr").exists());
     assert!(!out.join(SPOOL).exists(), "the spool is removed at the end");
     // And `report` of that folder reads profile.pmr, with no recovery.
-    let r = common::profmap().args(["report"]).arg(&out).assert().success();
+    let r = common::profmap()
+        .args(["report"])
+        .arg(&out)
+        .assert()
+        .success();
     assert!(!String::from_utf8_lossy(&r.get_output().stderr).contains("recovered"));
 }
 

@@ -100,9 +100,9 @@ fn rebuild(r: Recovered) -> (Recording, String) {
         (Some(t0), Some(last)) => last.saturating_sub(t0).max(last_sample_ns),
         _ => last_sample_ns,
     };
-    let stopped = r
-        .last_unix_s
-        .map_or("an unknown time".to_string(), |t| format!("{} or soon after", utc(t)));
+    let stopped = r.last_unix_s.map_or("an unknown time".to_string(), |t| {
+        format!("{} or soon after", utc(t))
+    });
     let mut note = format!(
         "{RECOVERED} (profmap was stopped at {stopped}); recovered \
          {samples} samples covering {:.1} s from {SPOOL_FILE} — on-CPU samples only: the \

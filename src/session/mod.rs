@@ -376,7 +376,10 @@ fn recorded_input(input: &Path) -> Result<PathBuf, Error> {
     let folder = if input.is_dir() {
         Some(input)
     } else if spool_named {
-        input.parent().filter(|d| !d.as_os_str().is_empty()).or(Some(Path::new(".")))
+        input
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .or(Some(Path::new(".")))
     } else {
         None
     };

@@ -59,9 +59,11 @@ pub fn read(mut r: impl Read) -> Result<Recovered, String> {
         ));
     }
     let meta = match next_chunk(&mut r) {
-        Next::Chunk(TAG_HEAD, json) => serde_json::from_slice::<Head>(&json)
-            .map_err(|e| format!("its session header is malformed ({e})"))?
-            .meta,
+        Next::Chunk(TAG_HEAD, json) => {
+            serde_json::from_slice::<Head>(&json)
+                .map_err(|e| format!("its session header is malformed ({e})"))?
+                .meta
+        }
         Next::Chunk(tag, _) => return Err(format!("its first chunk is {}", show_tag(tag))),
         Next::Eof => return Err("cut off before its session header".into()),
         Next::Bad(why) => return Err(format!("its session header is unreadable: {why}")),
@@ -103,7 +105,11 @@ impl State {
             (d.first_module as usize, raw.modules.len(), "module"),
             (d.first_frame as usize, raw.frames.len(), "frame"),
             (d.first_stack as usize, raw.stacks.len(), "stack"),
-            (d.first_kernel_name as usize, raw.kernel_names.len(), "kernel name"),
+            (
+                d.first_kernel_name as usize,
+                raw.kernel_names.len(),
+                "kernel name",
+            ),
         ];
         for (first, have, what) in continues {
             if first != have {
@@ -167,7 +173,8 @@ impl State {
             return Err(format!("more than {MAX_SAMPLES} samples"));
         }
         let mut got: Vec<ThreadSample> = Vec::new();
-        columns::decode(block, &mut got).map_err(|why| format!("a sample block is damaged ({why})"))?;
+        columns::decode(block, &mut got)
+            .map_err(|why| format!("a sample block is damaged ({why})"))?;
         let stacks = self.raw.stacks.len();
         let known = |s: Option<u32>| s.is_none_or(|s| (s as usize) < stacks);
         if got

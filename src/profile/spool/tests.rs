@@ -153,7 +153,12 @@ fn damaged_bytes_never_panic_and_indices_are_checked() {
         b[i] ^= 0x5a;
         if let Ok(r) = read(&b[..]) {
             let stacks = r.raw.stacks.len();
-            assert!(r.raw.samples.iter().all(|s| s.stack.is_none_or(|x| (x as usize) < stacks)));
+            assert!(
+                r.raw
+                    .samples
+                    .iter()
+                    .all(|s| s.stack.is_none_or(|x| (x as usize) < stacks))
+            );
         }
     }
 }
@@ -196,7 +201,8 @@ fn tables_that_do_not_continue_or_name_missing_rows_end_the_spool() {
     let file = tempfile::tempfile().expect("tempfile");
     let mut reader = file.try_clone().expect("clone");
     let sink = SpoolSink::new(file, &meta()).expect("sink");
-    sink.append(&Delta::default(), &[sample(0, 7)]).expect("append");
+    sink.append(&Delta::default(), &[sample(0, 7)])
+        .expect("append");
     let mut bytes = Vec::new();
     reader.rewind().expect("rewind");
     reader.read_to_end(&mut bytes).expect("read");
