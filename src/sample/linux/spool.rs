@@ -199,3 +199,32 @@ fn now() -> (f64, u64) {
         .map_or(f64::NAN, |d| d.as_secs_f64());
     (unix, super::sys::monotonic_ns())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::ThreadInfo;
+
+    fn thread(tid: i32, name: &str) -> RawThread {
+        ThreadInfo {
+            pid: 1,
+            tid,
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn only_new_or_changed_rows_are_sent_again() {
+        let mut last = HashMap::new();
+        let first = changed(&mut last, vec![thread(1, "a"), thread(2, "b")], |t| t.tid);
+        assert_eq!(first.len(), 2);
+        let none = changed(&mut last, vec![thread(1, "a"), thread(2, "b")], |t| t.tid);
+        assert!(none.is_empty());
+        let some = changed(
+            &mut last,
+            vec![thread(1, "a"), thread(2, "renamed"), thread(3, "c")],
+            |t| t.tid,
+        );
+        assert_eq!(some, [thread(2, "renamed"), thread(3, "c")]);
+    }
+}
