@@ -12,9 +12,10 @@
 //! - Recovery holds the folder's lock, so a spool still being written by a live session
 //!   is never taken for a crashed one; it reads the spool as hostile input (a link or a
 //!   FIFO is refused) and validates the rebuilt recording before writing it.
-//! - A recovered recording holds only what the spool held: on-CPU samples and the
-//!   tables they name. The baseline, the profiled run's figures, off-CPU intervals,
-//!   Python stacks, sockets and file reads are absent, never made up.
+//! - A recovered recording holds only what the spool held: on-CPU samples, closed
+//!   off-CPU intervals and the tables they name. The baseline, the profiled run's
+//!   figures, what waits were blocked on, Python stacks, sockets and file reads are
+//!   absent, never made up.
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -94,7 +95,10 @@ pub fn recovered(rec: &Recording) -> bool {
 /// The recording a spool stands for, symbolized as `record` does, with the warning
 /// saying what happened (also returned, for the terminal).
 fn rebuild(r: Recovered) -> (Recording, String) {
-    let samples = r.raw.samples.len();
+    let off_cpu = (r.raw.samples.iter())
+        .filter(|s| matches!(s.kind, crate::profile::SampleKind::OffCpu { .. }))
+        .count();
+    let on_cpu = r.raw.samples.len() - off_cpu;
     let last_sample_ns = r.raw.samples.last().map_or(0, |s| s.time_ns);
     let span_ns = match (r.t0_ns, r.last_mono_ns) {
         (Some(t0), Some(last)) => last.saturating_sub(t0).max(last_sample_ns),
@@ -105,9 +109,9 @@ fn rebuild(r: Recovered) -> (Recording, String) {
     });
     let mut note = format!(
         "{RECOVERED} (profmap was stopped at {stopped}); recovered \
-         {samples} samples covering {:.1} s from {SPOOL_FILE} — on-CPU samples only: the \
-         baseline, the run's figures, off-CPU waits, Python stacks, sockets and file reads \
-         were not recovered",
+         {on_cpu} on-CPU samples and {off_cpu} off-CPU intervals covering {:.1} s from \
+         {SPOOL_FILE} — not recovered: the baseline and the run's figures, waits still \
+         open and what waits were blocked on, Python stacks, sockets and file reads",
         span_ns as f64 / 1e9
     );
     if let Some(p) = &r.problem {

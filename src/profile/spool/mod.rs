@@ -7,7 +7,8 @@
 //! HEAD   the session's metadata, JSON ([`Head`]); written when the spool is opened
 //! STRT   the run's start on CLOCK_MONOTONIC, JSON ([`Start`]); once the target runs
 //! TABL   one append's new table rows, JSON ([`Delta`])
-//! SMPL   that append's new on-CPU samples, a `pmr::columns` block (absolute times)
+//! SMPL   that append's new on-CPU samples and closed off-CPU intervals, a
+//!        `pmr::columns` block (absolute times)
 //! ```
 //!
 //! Every append is one `write` of its TABL chunk followed by its SMPL chunks: the
@@ -91,9 +92,9 @@ pub struct Delta {
     pub at_unix_s: f64,
     /// CLOCK_MONOTONIC ns of this append.
     pub at_mono_ns: u64,
-    /// The sampler's description and frequency; in the first append only.
+    /// What the sampler is; in the first append only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sampler: Option<(String, u32)>,
+    pub sampler: Option<SamplerInfo>,
     /// Index of `modules[0]` in the whole table.
     pub first_module: u32,
     /// New modules.
@@ -116,6 +117,18 @@ pub struct Delta {
     pub threads: Vec<RawThread>,
     /// Records the kernel dropped so far (a running total).
     pub lost_records: u64,
+}
+
+/// The sampler of the run, as the recording would describe it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SamplerInfo {
+    /// e.g. "perf_event cpu-clock + sched_switch, dwarf unwinding".
+    pub description: String,
+    /// Sampling frequency, Hz.
+    pub frequency_hz: u32,
+    /// Wake-ups were recorded (an off-CPU sample without a waker was woken from
+    /// outside the tree).
+    pub wakers_recorded: bool,
 }
 
 /// The open spool; chunks are written whole, one writer at a time.

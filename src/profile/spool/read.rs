@@ -157,9 +157,10 @@ impl State {
         if self.processes.len() > MAX_PROCESSES || self.threads.len() > MAX_PROCESSES {
             return Err(format!("more than {MAX_PROCESSES} processes or threads"));
         }
-        if let Some((sampler, freq)) = d.sampler {
-            raw.sampler = sampler;
-            raw.frequency_hz = freq;
+        if let Some(info) = d.sampler {
+            raw.sampler = info.description;
+            raw.frequency_hz = info.frequency_hz;
+            raw.wakers_recorded = info.wakers_recorded;
         }
         raw.lost_records = d.lost_records;
         self.last_unix_s = Some(d.at_unix_s).filter(|t| t.is_finite());
@@ -167,7 +168,7 @@ impl State {
         Ok(())
     }
 
-    /// One block of on-CPU samples, each naming a stack already read.
+    /// One block of samples (on-CPU, off-CPU intervals), each naming stacks already read.
     fn samples(&mut self, block: &[u8]) -> Result<(), String> {
         if self.raw.samples.len() >= MAX_SAMPLES {
             return Err(format!("more than {MAX_SAMPLES} samples"));

@@ -52,7 +52,11 @@ fn two_appends() -> (Vec<u8>, Vec<usize>) {
     let first = Delta {
         at_unix_s: 1_796_315_110.0,
         at_mono_ns: 5_500_000_000,
-        sampler: Some(("perf_event cpu-clock".into(), 999)),
+        sampler: Some(SamplerInfo {
+            description: "perf_event cpu-clock".into(),
+            frequency_hz: 999,
+            wakers_recorded: true,
+        }),
         modules: vec![RawModule {
             path: "/bin/x".into(),
         }],
@@ -95,7 +99,21 @@ fn two_appends() -> (Vec<u8>, Vec<usize>) {
         lost_records: 3,
         ..Delta::default()
     };
-    let b: Vec<_> = (300..500).map(|i| sample(i, 2)).collect();
+    let mut b: Vec<_> = (300..499).map(|i| sample(i, 2)).collect();
+    // An off-CPU interval, woken by a thread whose (kernel) stack is node 1.
+    b.push(ThreadSample {
+        kind: SampleKind::OffCpu {
+            state: crate::profile::WaitState::Sleeping,
+        },
+        weight_ns: 3_000_000,
+        waker: Some(crate::profile::Waker {
+            pid: 100,
+            tid: 101,
+            time_ns: 5_900_000_000,
+            stack: Some(1),
+        }),
+        ..sample(499, 2)
+    });
     sink.append(&second, &b).expect("append 2");
     ends.push(file.metadata().expect("meta").len() as usize);
     let mut bytes = Vec::new();
@@ -114,11 +132,15 @@ fn a_spool_reads_back_what_was_appended() {
     assert_eq!(r.last_mono_ns, Some(6_000_000_000));
     assert_eq!(r.raw.sampler, "perf_event cpu-clock");
     assert_eq!(r.raw.frequency_hz, 999);
+    assert!(r.raw.wakers_recorded);
     assert_eq!((r.raw.frames.len(), r.raw.stacks.len()), (3, 3));
     assert_eq!(r.raw.samples.len(), 500);
     // Times are relative to the run's start.
     assert_eq!(r.raw.samples[0].time_ns, 1_000_000_000);
     assert_eq!(r.raw.samples[499].stack, Some(2));
+    let woken = r.raw.samples[499].waker.expect("waker");
+    assert_eq!((woken.time_ns, woken.stack), (1_900_000_000, Some(1)));
+    assert!(matches!(r.raw.samples[499].kind, SampleKind::OffCpu { .. }));
     assert_eq!(r.raw.processes.len(), 1);
     assert_eq!(r.raw.processes[0].name, "renamed");
     assert_eq!(r.raw.lost_records, 3);

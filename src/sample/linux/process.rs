@@ -821,8 +821,8 @@ impl Processor {
         }
     }
 
-    /// What the crash spool appends (see `spool`): the append-only tables and the
-    /// on-CPU samples so far (absolute times), by reference.
+    /// What the crash spool appends (see `spool`): the append-only tables, the
+    /// on-CPU samples and the closed off-CPU intervals so far (absolute times).
     pub(crate) fn spool_view(&self) -> super::spool::View<'_> {
         super::spool::View {
             modules: &self.modules,
@@ -830,6 +830,7 @@ impl Processor {
             stacks: &self.stacks,
             kernel_names: &self.kernel_names,
             samples: &self.samples,
+            off_cpu: self.offcpu.done(),
             lost_records: self.lost,
         }
     }

@@ -624,8 +624,14 @@ impl PerfSampler {
         processor.set_python_hint(hint_tx);
         let (tx, rx) = mpsc::channel::<u64>();
         let desc = description.clone();
-        opened.spool = (plan.spool.clone())
-            .map(|sink| super::spool::SpoolWriter::new(sink, description.clone(), freq));
+        opened.spool = plan.spool.clone().map(|sink| {
+            let info = crate::profile::spool::SamplerInfo {
+                description: description.clone(),
+                frequency_hz: freq,
+                wakers_recorded: opened.wakers,
+            };
+            super::spool::SpoolWriter::new(sink, info)
+        });
         // Without switch-out stacks, blocked threads are looked at through /proc.
         let poll_blocked = (scope == Scope::UserOnly).then_some(stack_bytes as usize);
         let side = side

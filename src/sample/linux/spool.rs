@@ -1,22 +1,25 @@
 //! The drain thread's side of the crash spool (format: `profile::spool`): about twice a
 //! second, and once more at the end, what the [`Processor`] added since the previous
-//! append — new modules, frames, stack nodes, kernel names and on-CPU samples, and the
-//! processes and threads that changed — is appended to the spool the session opened.
+//! append — new modules, frames, stack nodes, kernel names, on-CPU samples and closed
+//! off-CPU intervals, and the processes and threads that changed — is appended to the
+//! spool the session opened.
 //!
 //! Invariants: the processor's tables and its on-CPU sample list only grow during the
 //! run, so "new" is "past the length last sent"; processes and threads are compared
 //! with the copies last sent (a few per second at most change). The spool never stops
 //! the sampling: the first write error ends the spool and becomes one quality warning.
-//! Off-CPU intervals are not spooled (they are built at the end of the run, in
-//! `offcpu::finish`): a recovered recording has on-CPU samples only.
+//! Off-CPU intervals are appended as they close (`OffCpu::done` only grows), as
+//! off-CPU samples with their state, stack and waker; what their blocked call waited
+//! on (`RawWait`, resolved descriptors) is not spooled, and intervals still open when
+//! profmap stops are lost with it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::process::Processor;
-use crate::profile::ThreadSample;
-use crate::profile::spool::{Delta, SpoolSink};
+use crate::profile::spool::{Delta, SamplerInfo, SpoolSink};
+use crate::profile::{SampleKind, ThreadSample};
 use crate::sample::{RawFrame, RawModule, RawProcess, RawSample, RawStackNode, RawThread};
 
 /// How often the drain thread appends: what a crash loses at most (besides the
@@ -36,6 +39,8 @@ pub(crate) struct View<'a> {
     pub kernel_names: &'a [String],
     /// On-CPU samples, absolute times.
     pub samples: &'a [RawSample],
+    /// Off-CPU intervals closed so far, absolute times.
+    pub off_cpu: &'a [super::offcpu::Interval],
     /// Records the kernel dropped so far.
     pub lost_records: u64,
 }
@@ -48,6 +53,7 @@ struct Sent {
     stacks: usize,
     kernel_names: usize,
     samples: usize,
+    off_cpu: usize,
 }
 
 /// Appends to the spool from the drain thread.
@@ -60,8 +66,8 @@ pub(crate) struct SpoolWriter {
     /// Processes and threads as last appended.
     procs: HashMap<i32, RawProcess>,
     threads: HashMap<i32, RawThread>,
-    /// The sampler's description and frequency, until the first append carries them.
-    sampler: Option<(String, u32)>,
+    /// What the sampler is, until the first append carries it.
+    sampler: Option<SamplerInfo>,
     /// When the last append was made.
     last: Instant,
     /// Time spent appending, and appends made.
@@ -72,13 +78,13 @@ pub(crate) struct SpoolWriter {
 }
 
 impl SpoolWriter {
-    pub(crate) fn new(sink: Arc<SpoolSink>, description: String, freq: u32) -> Self {
+    pub(crate) fn new(sink: Arc<SpoolSink>, sampler: SamplerInfo) -> Self {
         SpoolWriter {
             sink: Some(sink),
             sent: Sent::default(),
             procs: HashMap::new(),
             threads: HashMap::new(),
-            sampler: Some((description, freq)),
+            sampler: Some(sampler),
             last: Instant::now(),
             spent: Duration::ZERO,
             appends: 0,
@@ -144,6 +150,19 @@ impl SpoolWriter {
                 kind: r.kind,
                 waker: r.waker,
             })
+            .chain(
+                v.off_cpu[tail(v.off_cpu.len(), s.off_cpu)]
+                    .iter()
+                    .map(|iv| ThreadSample {
+                        pid: iv.pid,
+                        tid: iv.tid,
+                        time_ns: iv.start,
+                        stack: iv.stack,
+                        weight_ns: iv.duration,
+                        kind: SampleKind::OffCpu { state: iv.state },
+                        waker: iv.waker,
+                    }),
+            )
             .collect();
         self.sent = Sent {
             modules: v.modules.len(),
@@ -151,6 +170,7 @@ impl SpoolWriter {
             stacks: v.stacks.len(),
             kernel_names: v.kernel_names.len(),
             samples: v.samples.len(),
+            off_cpu: v.off_cpu.len(),
         };
         (delta, samples)
     }
