@@ -263,3 +263,42 @@ fn off_cpu_intervals_closed_before_the_kill_are_recovered() {
         "{stacks}"
     );
 }
+
+#[test]
+fn a_spool_of_a_run_killed_in_its_baseline_is_removed_with_nothing_to_recover() {
+    let _serial = common::sampling::serial();
+    let bin = common::compile("three_funcs", &[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out");
+    // `run` measures its baseline first: the spool exists, the profiled run has not begun.
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("profmap"))
+        .args(["run", "--quiet", "--out"])
+        .arg(&out)
+        .arg("--")
+        .arg(&bin)
+        .arg("360000000")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("profmap starts");
+    let began = Instant::now();
+    while running(&bin).is_empty() {
+        assert!(
+            began.elapsed() < Duration::from_secs(30),
+            "the target never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    assert!(out.join(SPOOL).exists());
+    let r = common::profmap()
+        .args(["report"])
+        .arg(&out)
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&r.get_output().stderr).into_owned();
+    assert!(stderr.contains("nothing to recover"), "{stderr}");
+    assert!(stderr.contains("no recording"), "{stderr}");
+    assert!(!out.join(SPOOL).exists());
+}

@@ -47,7 +47,8 @@ pub fn remove(out: &Path) {
 }
 
 /// If `dir` holds a spool and no recording newer than it, rebuild the recording from
-/// the spool, write it as `profile.pmr` and remove the spool; true when it did.
+/// the spool, write it as `profile.pmr` and remove the spool; true when it did. A
+/// spool of a session stopped before its profiled run (no samples) is removed.
 pub fn recover_folder(dir: &Path) -> Result<bool, Error> {
     let spool = dir.join(SPOOL_FILE);
     let Ok(spool_meta) = std::fs::symlink_metadata(&spool) else {
@@ -62,15 +63,16 @@ pub fn recover_folder(dir: &Path) -> Result<bool, Error> {
     }
     let out = prepare_out_dir(dir)?;
     let r = crate::profile::spool::read_file(&spool)?;
-    if r.t0_ns.is_none() && r.raw.samples.is_empty() {
-        return Err(Error::BadRecording {
-            path: spool,
-            why: "profmap was stopped before the profiled run began, so it holds no samples \
-                  — record again (and remove it)"
-                .into(),
-        });
-    }
+    // Held from here: a live session's spool (it holds the lock) is never touched.
     let _lock = lock::lock(&out, &r.meta.run_id, r.meta.started_unix_s)?;
+    if r.t0_ns.is_none() && r.raw.samples.is_empty() {
+        remove(&out);
+        eprintln!(
+            "profmap: removed {SPOOL_FILE}: profmap was stopped before its profiled run \
+             began, so there was nothing to recover"
+        );
+        return Ok(false);
+    }
     let (rec, note) = rebuild(r);
     validate::validate(&rec).map_err(|why| Error::BadRecording {
         path: spool.clone(),
