@@ -73,14 +73,17 @@ pub fn recover_folder(dir: &Path) -> Result<bool, Error> {
         );
         return Ok(false);
     }
-    let (rec, note) = rebuild(r);
+    let rec = rebuild(r);
     validate::validate(&rec).map_err(|why| Error::BadRecording {
         path: spool.clone(),
         why,
     })?;
     write_recording(&rec, &out)?;
     remove(&out);
-    eprintln!("profmap: {note}");
+    eprintln!(
+        "profmap: the run did not finish: recovered {RECORDING} from {SPOOL_FILE} (see the \
+         warnings for what it holds)"
+    );
     Ok(true)
 }
 
@@ -95,8 +98,8 @@ pub fn recovered(rec: &Recording) -> bool {
 }
 
 /// The recording a spool stands for, symbolized as `record` does, with the warning
-/// saying what happened (also returned, for the terminal).
-fn rebuild(r: Recovered) -> (Recording, String) {
+/// saying what happened.
+fn rebuild(r: Recovered) -> Recording {
     let off_cpu = (r.raw.samples.iter())
         .filter(|s| matches!(s.kind, crate::profile::SampleKind::OffCpu { .. }))
         .count();
@@ -121,10 +124,10 @@ fn rebuild(r: Recovered) -> (Recording, String) {
     }
     let mut prof = crate::symbolize::symbolize(&r.raw);
     prof.wall_ms = span_ns as f64 / 1e6;
-    prof.quality.warnings.push(note.clone());
+    prof.quality.warnings.push(note);
     let mut rec = Recording::new(r.meta);
     rec.sampled = Some(prof);
-    (rec, note)
+    rec
 }
 
 /// Write `rec` as the folder's `profile.pmr` (through a temporary, 0600 when private).

@@ -130,7 +130,11 @@ fn run_session(plan: &SessionPlan) -> Result<(i32, Recording), Error> {
                 _ => Status::Failed,
             };
             outputs::failed_summary(&rec, &t, status, &e.to_string());
-            crashspool::remove(&out);
+            // profmap's own failure (the drain thread panicked): the spool may hold
+            // what was recorded, for `report` to recover.
+            if !matches!(e, Error::Tool(_)) {
+                crashspool::remove(&out);
+            }
             return Err(e);
         }
     };
