@@ -5,8 +5,8 @@
 //! spool the session opened.
 //!
 //! Invariants: the processor's tables and its on-CPU sample list only grow during the
-//! run, so "new" is "past the length last sent"; processes and threads are compared
-//! with the copies last sent (a few per second at most change). The spool never stops
+//! run, so "new" is "past the length last sent"; processes (compared in place) and
+//! threads are compared with the copies last sent, and only changed ones are copied. The spool never stops
 //! the sampling: the first write error ends the spool and becomes one quality warning.
 //! Off-CPU intervals are appended as they close (`OffCpu::done` only grows), as
 //! off-CPU samples with their state, stack and waker; what their blocked call waited
@@ -135,7 +135,7 @@ impl SpoolWriter {
             stacks: v.stacks[tail(v.stacks.len(), s.stacks)].to_vec(),
             first_kernel_name: s.kernel_names as u32,
             kernel_names: v.kernel_names[tail(v.kernel_names.len(), s.kernel_names)].to_vec(),
-            processes: changed(&mut self.procs, p.raw_processes(), |p| p.pid),
+            processes: self.changed_processes(p),
             threads: changed(&mut self.threads, p.raw_threads(), |t| t.tid),
             lost_records: v.lost_records,
         };
@@ -173,6 +173,15 @@ impl SpoolWriter {
             off_cpu: v.off_cpu.len(),
         };
         (delta, samples)
+    }
+
+    /// The processes changed since the last append; remembered as sent.
+    fn changed_processes(&mut self, p: &Processor) -> Vec<RawProcess> {
+        let changed = p.changed_processes(&self.procs);
+        for c in &changed {
+            self.procs.insert(c.pid, c.clone());
+        }
+        changed
     }
 
     /// The quality warning of a spool that stopped early, if it did. With
