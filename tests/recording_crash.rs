@@ -191,6 +191,33 @@ fn a_normal_record_leaves_no_spool() {
         .assert()
         .success();
     assert!(!String::from_utf8_lossy(&r.get_output().stderr).contains("recovered"));
+
+    // A spool older than profile.pmr is left alone; a newer one is read (and this one,
+    // not a spool at all, refused).
+    let spool = out.join(SPOOL);
+    std::fs::write(&spool, b"this is not a profmap spool").expect("write");
+    let st = Command::new("touch")
+        .args(["-d", "2000-01-01"])
+        .arg(&spool)
+        .status()
+        .expect("touch");
+    assert!(st.success());
+    common::profmap()
+        .args(["report"])
+        .arg(&out)
+        .assert()
+        .success();
+    assert!(spool.exists());
+    let st = Command::new("touch").arg(&spool).status().expect("touch");
+    assert!(st.success());
+    let r = common::profmap()
+        .args(["report"])
+        .arg(&out)
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&r.get_output().stderr).into_owned();
+    assert!(stderr.contains("not a profmap spool"), "{stderr}");
+    assert!(spool.exists() && out.join("profile.pmr").exists());
 }
 
 #[test]
