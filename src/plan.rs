@@ -250,6 +250,10 @@ pub struct SamplePlan {
     /// `--buffer`: the main ring per CPU, MiB; None sizes it from the frequency, the
     /// stack copy and 100k switch-outs/s per CPU.
     pub buffer_mib: Option<u32>,
+    /// The crash spool the session opened in the output folder (see `profile::spool`):
+    /// the drain thread appends what it recorded to it about once a second. None: no
+    /// spool (set by the session, never by the command line).
+    pub spool: Option<std::sync::Arc<crate::profile::spool::SpoolSink>>,
 }
 
 #[derive(Debug, Clone)]

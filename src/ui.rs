@@ -103,7 +103,11 @@ pub fn summary_table(map: &PerfMap, report_path: &str) -> String {
             String::new(),
         ]);
     }
-    let mut out = format!("{t}\n");
+    // No run's figures (a recording recovered from a crash spool): no empty table.
+    let mut out = match map.baseline() {
+        Some(_) => format!("{t}\n"),
+        None => String::new(),
+    };
     out.push_str(&format!(
         "classification: {} — {}\n",
         map.result().bottleneck_classification.as_str(),

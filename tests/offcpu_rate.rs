@@ -41,6 +41,7 @@ fn profile(mode: &str) -> SampledProfile {
         wakeups: true,
         file_reads: false,
         buffer_mib: None,
+        spool: None,
     };
     let sampler = PerfSampler::attach(susp.pid, &plan).expect("attach sampler");
     let launched = susp.release(&program).expect("release");

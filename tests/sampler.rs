@@ -84,6 +84,7 @@ fn plan() -> SamplePlan {
         wakeups: true,
         file_reads: false,
         buffer_mib: None,
+        spool: None,
     }
 }
 

@@ -563,6 +563,7 @@ fn session(
             wakeups: true,
             file_reads: false,
             buffer_mib: None,
+            spool: None,
         },
         |p| SamplePlan {
             frequency_hz: p.frequency,
@@ -570,6 +571,7 @@ fn session(
             wakeups: !p.no_wakeups,
             file_reads: p.file_reads,
             buffer_mib: p.buffer,
+            spool: None,
         },
     );
     let input = match (a.input, a.interactive) {

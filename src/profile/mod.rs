@@ -23,6 +23,7 @@ pub mod pmr;
 mod python;
 mod sampled;
 mod source;
+pub mod spool;
 pub mod validate;
 
 pub use baseline::{

@@ -17,10 +17,12 @@ pub mod waiton;
 
 pub use linux::{Capabilities, Check, PerfSampler, TaskWatcher, monotonic_ns, probe_capabilities};
 
+use serde::{Deserialize, Serialize};
+
 use crate::profile::SampleKind;
 
 /// A module (a mapped file) referenced by user frames.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RawModule {
     /// Path as the kernel reported it in the MMAP2 record (e.g. `/usr/lib/x86_64-linux-gnu/libc.so.6`,
     /// or a pseudo path such as `[vdso]`).
@@ -29,7 +31,7 @@ pub struct RawModule {
 
 /// One unsymbolized frame. Addresses of return frames are already "lookup" addresses
 /// (return address − 1), so they name the call instruction's line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum RawFrame {
     /// A kernel address (symbolized with kallsyms).
     Kernel { addr: u64 },
@@ -45,7 +47,7 @@ pub enum RawFrame {
 }
 
 /// Interned stack node: the frame and its caller, root first (like `profile::StackNode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RawStackNode {
     pub parent: Option<u32>,
     /// Index into `RawProfile::frames`.
@@ -87,7 +89,7 @@ pub struct RawWait {
 }
 
 /// One memory mapping of a process.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RawMapping {
     pub start: u64,
     pub end: u64,
@@ -96,7 +98,7 @@ pub struct RawMapping {
     pub executable: bool,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RawProcess {
     pub pid: i32,
     pub ppid: Option<i32>,

@@ -76,10 +76,13 @@ struct BaselineDoc {
     baseline: Option<Baseline>,
 }
 
-/// One side: the recording (file or folder), else the folder's baseline.json.
+/// One side: the recording (file or folder, recovered from a crash spool when its run
+/// did not finish), else the folder's baseline.json.
 fn read_side(input: &Path) -> Result<Side, Error> {
     let shown = input.display().to_string();
     let rec_path: PathBuf = if input.is_dir() {
+        // A folder whose run did not finish: its crash spool becomes its recording.
+        super::crashspool::recover_folder(input)?;
         super::folder_recording(input)
     } else {
         input.to_path_buf()

@@ -59,6 +59,11 @@ impl RunHooks for Profile {
     }
     fn after_release(&mut self, start_mono_ns: u64) {
         self.t0_ns = start_mono_ns;
+        // The crash spool learns when the run started (a failed write is the drain
+        // thread's to report: it writes to the same file).
+        if let Some(s) = &self.plan.spool {
+            let _ = s.start(start_mono_ns);
+        }
     }
     fn after_exit(&mut self) -> Option<u64> {
         self.count.after_exit()

@@ -28,6 +28,7 @@ use crate::target;
 use crate::ui;
 
 mod compare_io;
+mod crashspool;
 pub mod dirfd;
 mod escalate;
 mod hooks;
@@ -94,6 +95,17 @@ fn run_session(plan: &SessionPlan) -> Result<(i32, Recording), Error> {
     measure::signals::install();
 
     let private = outfile::private_outputs();
+    // The crash spool, for the profiled run's drain thread (see `crashspool`).
+    let mut spooled = plan.clone();
+    if plan.mode != Mode::Bench {
+        match crashspool::open(&out, &rec.meta, private) {
+            Ok(sink) => spooled.sample.spool = Some(sink),
+            Err(why) => rec.warnings.push(format!(
+                "no crash spool ({why}): had profmap been killed, the recording would be lost"
+            )),
+        }
+    }
+    let plan = &spooled;
     let runlog = runlog::RunLog::create(&out, RUN_LOG, private, plan.output.redact)?;
     let log: LogSink = runlog.sink();
     let opts = run_options(plan);
@@ -118,6 +130,11 @@ fn run_session(plan: &SessionPlan) -> Result<(i32, Recording), Error> {
                 _ => Status::Failed,
             };
             outputs::failed_summary(&rec, &t, status, &e.to_string());
+            // profmap's own failure (the drain thread panicked): the spool may hold
+            // what was recorded, for `report` to recover.
+            if !matches!(e, Error::Tool(_)) {
+                crashspool::remove(&out);
+            }
             return Err(e);
         }
     };
@@ -134,6 +151,8 @@ fn run_session(plan: &SessionPlan) -> Result<(i32, Recording), Error> {
         Ok(()) => write_outputs(&rec, &t, status, message.as_deref(), true)?,
         Err(e) => return Err(outputs::fail(&rec, &t, &e)),
     };
+    // The recording is written: the spool is no longer needed (kept when writing failed).
+    crashspool::remove(&out);
     finish_terminal(&plan.output, &written, message.as_deref());
     Ok((code, rec))
 }
@@ -287,7 +306,7 @@ fn baseline_phase(
 
 /// `profmap report`: re-analyse a recording and rewrite every output from it.
 pub fn report(plan: &ReportPlan) -> Result<i32, Error> {
-    let input = recording_path(&plan.input)?;
+    let input = recorded_input(&plan.input)?;
     let rec = outputs::timed("reading the recording", || read_recording(&input))?;
     let out_dir = match &plan.output.dir {
         Some(d) => d.clone(),
@@ -351,6 +370,32 @@ pub(crate) fn folder_recording(dir: &Path) -> PathBuf {
         .unwrap_or_else(|| dir.join(RECORDING))
 }
 
+/// The recording `input` names, for `report` and `export`: a folder whose run did not
+/// finish (a crash spool newer than its recording, or its spool named) is recovered
+/// first (see `crashspool`).
+fn recorded_input(input: &Path) -> Result<PathBuf, Error> {
+    let spool_named = input
+        .file_name()
+        .is_some_and(|n| n == crate::profile::spool::SPOOL_FILE);
+    let folder = if input.is_dir() {
+        Some(input)
+    } else if spool_named {
+        input
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .or(Some(Path::new(".")))
+    } else {
+        None
+    };
+    match folder {
+        Some(dir) => {
+            crashspool::recover_folder(dir)?;
+            recording_path(dir)
+        }
+        None => recording_path(input),
+    }
+}
+
 /// The recording `input` names: the file, or the recording in a folder.
 fn recording_path(input: &Path) -> Result<PathBuf, Error> {
     let path = if input.is_dir() {
@@ -369,7 +414,7 @@ fn recording_path(input: &Path) -> Result<PathBuf, Error> {
 
 /// `profmap export`: one format of a recording, to `--out FILE` or beside it.
 pub fn export(plan: &ExportPlan) -> Result<i32, Error> {
-    let input = recording_path(&plan.input)?;
+    let input = recorded_input(&plan.input)?;
     let rec = read_recording(&input)?;
     let Some(data) = crate::export::Input::new(&rec) else {
         return Err(Error::Usage(format!(
@@ -407,15 +452,15 @@ pub fn export(plan: &ExportPlan) -> Result<i32, Error> {
     Ok(0)
 }
 
-/// The status a recording stands for: interrupted when a run was, failed when a run
-/// failed, else completed.
+/// The status a recording stands for: interrupted when a run was (or profmap was
+/// killed and the recording recovered), failed when a run failed, else completed.
 fn status_of(rec: &Recording) -> Status {
     let mut runs = rec
         .baseline
         .iter()
         .flat_map(|b| b.runs.iter())
         .chain(rec.profiled_run.iter());
-    if runs.clone().any(|r| r.exit == ExitStatus::Interrupted) {
+    if runs.clone().any(|r| r.exit == ExitStatus::Interrupted) || crashspool::recovered(rec) {
         Status::Interrupted
     } else if runs.any(|r| !r.exit.success()) {
         Status::Failed

@@ -40,6 +40,7 @@ pub fn profile(program: &str, args: &[&str], file_reads: bool) -> SampledProfile
         wakeups: true,
         file_reads,
         buffer_mib: None,
+        spool: None,
     };
     let sampler = PerfSampler::attach(susp.pid, &plan).expect("attach sampler");
     let launched = susp.release(program).expect("release");

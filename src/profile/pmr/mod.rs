@@ -29,6 +29,9 @@ mod reader;
 mod writer;
 
 pub use reader::read;
+/// The chunk layer, shared with the crash spool (`profile::spool`).
+pub(crate) use reader::{Next, next as next_chunk, show as show_tag};
+pub(crate) use writer::chunk as write_chunk;
 pub use writer::{Writer, write};
 
 /// The first bytes of a version-2 recording (a non-ASCII byte first, as PNG does, so

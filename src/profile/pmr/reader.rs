@@ -18,7 +18,7 @@ use crate::profile::Recording;
 use crate::profile::validate::MAX_SAMPLES;
 
 /// One chunk as read: its tag and inflated bytes, or why it could not be read.
-enum Next {
+pub(crate) enum Next {
     Chunk([u8; 4], Vec<u8>),
     /// The file ends cleanly between chunks.
     Eof,
@@ -135,8 +135,8 @@ fn check_end(end: &[u8], samples: u64, blocks: u64) -> Option<String> {
     }
 }
 
-/// The next chunk, checked and inflated.
-fn next(r: &mut impl Read) -> Next {
+/// The next chunk, checked and inflated (also the spool's chunks, see `profile::spool`).
+pub(crate) fn next(r: &mut impl Read) -> Next {
     let mut h = [0u8; CHUNK_HEADER];
     match read_full(r, &mut h) {
         Ok(0) => return Next::Eof,
@@ -200,7 +200,7 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 /// A tag as text for messages (non-printable bytes escaped).
-fn show(tag: [u8; 4]) -> String {
+pub(crate) fn show(tag: [u8; 4]) -> String {
     tag.iter()
         .flat_map(|b| std::ascii::escape_default(*b))
         .map(char::from)

@@ -84,8 +84,13 @@ pub fn write<W: Write>(rec: &Recording, out: W) -> io::Result<W> {
 }
 
 /// One chunk: header (tag, raw length, stored length, CRC-32 of the stored bytes) and
-/// the deflated payload; the bytes written.
-fn chunk(out: &mut impl Write, tag: [u8; 4], raw: &[u8], level: Compression) -> io::Result<usize> {
+/// the deflated payload; the bytes written (also the spool's chunks).
+pub(crate) fn chunk(
+    out: &mut impl Write,
+    tag: [u8; 4],
+    raw: &[u8],
+    level: Compression,
+) -> io::Result<usize> {
     let mut enc = DeflateEncoder::new(Vec::with_capacity(raw.len() / 4 + 64), level);
     enc.write_all(raw)?;
     let stored = enc.finish()?;

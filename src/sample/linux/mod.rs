@@ -15,6 +15,7 @@
 //!   through sock_diag).
 //! - `python`: the Python sampler thread (CPython stacks of the tree, py-spy's reader);
 //!   `pyfind`: which processes of the tree are interpreters.
+//! - `spool`: appends what was recorded to the crash spool about once a second.
 //! - `watcher`: `TaskWatcher`, counting processes without samples.
 //! - `doctor`: `probe_capabilities`.
 
@@ -34,6 +35,7 @@ mod sampler;
 mod sidecar;
 mod sidetp;
 mod sockio;
+mod spool;
 mod stackreuse;
 mod sys;
 mod syscalls;

@@ -263,6 +263,12 @@ impl OffCpu {
     }
 
     /// Whether any switch sample carried `prev_state` (S and D told apart).
+    /// The intervals closed so far, oldest close first (only grows until `finish`;
+    /// the crash spool appends them as they come, see `spool`).
+    pub(crate) fn done(&self) -> &[Interval] {
+        &self.done
+    }
+
     pub(crate) fn has_prev_state(&self) -> bool {
         self.has_prev_state
     }

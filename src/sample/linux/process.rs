@@ -877,6 +877,82 @@ impl Processor {
         }
     }
 
+    /// What the crash spool appends (see `spool`): the append-only tables, the
+    /// on-CPU samples and the closed off-CPU intervals so far (absolute times).
+    pub(crate) fn spool_view(&self) -> super::spool::View<'_> {
+        super::spool::View {
+            modules: &self.modules,
+            frames: &self.frames,
+            stacks: &self.stacks,
+            kernel_names: &self.kernel_names,
+            samples: &self.samples,
+            off_cpu: self.offcpu.done(),
+            lost_records: self.lost,
+        }
+    }
+
+    /// The processes as the profile has them, by pid.
+    pub(crate) fn raw_processes(&self) -> Vec<RawProcess> {
+        self.processes_where(|_, _| true)
+    }
+
+    /// The processes that differ from `last` (by pid) or are missing there, by pid:
+    /// compared in place, only those are copied (the spool asks twice a second).
+    pub(crate) fn changed_processes(&self, last: &HashMap<i32, RawProcess>) -> Vec<RawProcess> {
+        self.processes_where(|pid, p| {
+            last.get(&pid).is_none_or(|l| {
+                l.ppid != p.ppid
+                    || l.name != self.process_name(pid, p)
+                    || l.exe != p.exe
+                    || (l.fork_ns, l.exit_ns) != (p.fork_ns, p.exit_ns)
+                    || !l.maps.iter().eq(p.maps.iter().map(|m| &m.map))
+            })
+        })
+    }
+
+    fn processes_where(&self, keep: impl Fn(i32, &Proc) -> bool) -> Vec<RawProcess> {
+        let mut processes: Vec<RawProcess> = self
+            .procs
+            .iter()
+            .filter(|&(&pid, p)| keep(pid, p))
+            .map(|(&pid, p)| RawProcess {
+                pid,
+                ppid: p.ppid,
+                name: self.process_name(pid, p).to_string(),
+                exe: p.exe.clone(),
+                maps: p.maps.iter().map(|m| m.map.clone()).collect(),
+                fork_ns: p.fork_ns,
+                exit_ns: p.exit_ns,
+            })
+            .collect();
+        processes.sort_by_key(|p| p.pid);
+        processes
+    }
+
+    /// A process's name: its main thread's, else the one its comm records gave.
+    fn process_name<'a>(&'a self, pid: i32, p: &'a Proc) -> &'a str {
+        self.threads
+            .get(&pid)
+            .map(|t| t.name.as_str())
+            .filter(|n| !n.is_empty())
+            .unwrap_or(&p.name)
+    }
+
+    /// The threads as the profile has them, by (pid, tid).
+    pub(crate) fn raw_threads(&self) -> Vec<RawThread> {
+        let mut threads: Vec<RawThread> = self
+            .threads
+            .iter()
+            .map(|(&tid, t)| RawThread {
+                pid: t.pid,
+                tid,
+                name: t.name.clone(),
+            })
+            .collect();
+        threads.sort_by_key(|t| (t.pid, t.tid));
+        threads
+    }
+
     /// Close what is still open and produce the profile. Times become relative to t0.
     pub(crate) fn finish(
         mut self,
@@ -940,35 +1016,8 @@ impl Processor {
                  uninterruptible (D) waits are not told apart{seen}"
             ));
         }
-        let mut processes: Vec<RawProcess> = self
-            .procs
-            .iter()
-            .map(|(&pid, p)| RawProcess {
-                pid,
-                ppid: p.ppid,
-                name: self
-                    .threads
-                    .get(&pid)
-                    .map(|t| t.name.clone())
-                    .filter(|n| !n.is_empty())
-                    .unwrap_or_else(|| p.name.clone()),
-                exe: p.exe.clone(),
-                maps: p.maps.iter().map(|m| m.map.clone()).collect(),
-                fork_ns: p.fork_ns,
-                exit_ns: p.exit_ns,
-            })
-            .collect();
-        processes.sort_by_key(|p| p.pid);
-        let mut threads: Vec<RawThread> = self
-            .threads
-            .iter()
-            .map(|(&tid, t)| RawThread {
-                pid: t.pid,
-                tid,
-                name: t.name.clone(),
-            })
-            .collect();
-        threads.sort_by_key(|t| (t.pid, t.tid));
+        let processes = self.raw_processes();
+        let threads = self.raw_threads();
         RawProfile {
             sampler,
             frequency_hz: freq,

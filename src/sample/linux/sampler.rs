@@ -423,6 +423,8 @@ fn is_permission_or_nomem(e: &std::io::Error) -> bool {
 struct Opened {
     /// The waking event opened on every CPU.
     wakers: bool,
+    /// Appends to the crash spool, when the session opened one.
+    spool: Option<super::spool::SpoolWriter>,
 
     rings: Vec<Ring>,
     extra_fds: Vec<OwnedFd>,
@@ -514,6 +516,7 @@ impl PerfSampler {
         let mut waking_failed = None;
         let mut opened = Opened {
             wakers: false,
+            spool: None,
 
             rings: Vec::new(),
             extra_fds: Vec::new(),
@@ -636,6 +639,14 @@ impl PerfSampler {
         processor.set_python_hint(hint_tx);
         let (tx, rx) = mpsc::channel::<u64>();
         let desc = description.clone();
+        opened.spool = plan.spool.clone().map(|sink| {
+            let info = crate::profile::spool::SamplerInfo {
+                description: description.clone(),
+                frequency_hz: freq,
+                wakers_recorded: opened.wakers,
+            };
+            super::spool::SpoolWriter::new(sink, info)
+        });
         // Without switch-out stacks, blocked threads are looked at through /proc.
         let poll_blocked = (scope == Scope::UserOnly).then_some(stack_bytes as usize);
         let side = side
@@ -765,6 +776,9 @@ fn drain_loop(
             }
             turn = turn.wrapping_add(n);
         }
+        if let Some(s) = &mut opened.spool {
+            s.tick(&processor);
+        }
     };
     for r in &opened.rings {
         sys::disable(r.fd());
@@ -782,8 +796,13 @@ fn drain_loop(
         &mut processor,
     );
     process_upto(&mut pending, &mut looks, &mut processor, u64::MAX);
+    let spool = opened.spool.take().and_then(|mut s| {
+        s.append(&processor);
+        s.finish()
+    });
     let mut raw = processor.finish(t0, end, description, freq);
     raw.warnings.splice(0..0, warnings);
+    raw.warnings.extend(spool);
     raw.wakers_recorded = opened.wakers;
     raw
 }
