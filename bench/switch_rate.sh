@@ -13,7 +13,9 @@
 # (`perf report --stats`).
 # Prints a Markdown table and the load average. Env: RUNS (default 3), LOOPS (default
 # 50000), POOL_ITEMS (default 30000), PY_LOOPS (default 20000), PIN (1: every workload
-# on CPU 1 only).
+# on CPU 1 only; 2: also the tools (profmap, perf) on CPU 0 only, so that what is
+# measured is the cost in the kernel at each switch, not the tool's own user-space work
+# competing with the workload for its CPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
@@ -41,11 +43,13 @@ run() {
   # PIN=1: the workload on CPU 1 only. Its two sides then take turns on one CPU and
   # the slowdown is the tools' cost per switch; unpinned, a ping-pong's speed depends on
   # where the scheduler puts its sides (seen: 0.24 s to 2.5 s alone for the same pipe).
-  [ "${PIN:-0}" = 1 ] && cmd=(taskset -c 1 "${cmd[@]}")
+  [ "${PIN:-0}" -ge 1 ] && cmd=(taskset -c 1 "${cmd[@]}")
+  local tool=()
+  [ "${PIN:-0}" = 2 ] && tool=(taskset -c 0)
   case $mode in
     alone) out=$("${cmd[@]}" 2>&1) ;;
     profmap)
-      "$PM" record -q --out "$W/pm" -- "${cmd[@]}" >/dev/null 2>&1
+      "${tool[@]}" "$PM" record -q --out "$W/pm" -- "${cmd[@]}" >/dev/null 2>&1
       out=$(cat "$W/pm/run.log")
       lost=$(PYTHONPATH=bench python3 - "$W/pm" <<'PY'
 import sys
@@ -57,7 +61,7 @@ PY
 ) ;;
     perf-switch-g|perf-g)
       local ev=(-F 999); [ "$mode" = perf-switch-g ] && ev=(-e sched:sched_switch)
-      out=$("$PERF" record -q "${ev[@]}" -g -o "$W/p.data" -- "${cmd[@]}" 2>/dev/null)
+      out=$("${tool[@]}" "$PERF" record -q "${ev[@]}" -g -o "$W/p.data" -- "${cmd[@]}" 2>/dev/null)
       lost=$("$PERF" report -i "$W/p.data" --stats 2>/dev/null | awk '/LOST events/ {print $NF; f=1} END {if (!f) print 0}' | head -1) ;;
   esac
   local ms
