@@ -63,6 +63,8 @@ pub(crate) struct Resolver {
     peers: NetPeer,
     /// Look-ups skipped for want of budget.
     pub(crate) skipped: u64,
+    /// The look-up in progress described a socket without its tables (no budget left).
+    short_of_budget: bool,
 }
 
 impl Resolver {
@@ -159,17 +161,33 @@ impl Resolver {
         let link = std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
             .ok()
             .map(|p| p.to_string_lossy().into_owned());
-        if let Some(s) = self.cache.get_mut(&(pid, fd))
+        let unconnected = |r: Option<u32>| {
+            r.and_then(|i| self.resources.get(i as usize))
+                .is_some_and(|r| {
+                    r.kind == ResourceKind::SocketUnix && r.peer.is_none() && r.local.is_none()
+                })
+        };
+        if let Some(s) = self.cache.get(&(pid, fd))
             && (s.link == link || link.is_none())
+            && !(link.is_some() && unconnected(s.resource))
+            && let Some(s) = self.cache.get_mut(&(pid, fd))
         {
-            // Unchanged, or unreadable now (the process exited): what it was.
+            // Unchanged, or unreadable now (the process exited): what it was. A Unix
+            // socket seen before its `connect` (no path, no peer) is looked at again.
             s.round = round;
             return s.resource;
         }
+        self.short_of_budget = false;
         let resource = match &link {
             Some(l) => self.describe(pid, fd, l).map(|r| self.intern(r)),
             None => None,
         };
+        if self.short_of_budget {
+            // A socket named by its inode only for want of budget: not remembered, so a
+            // later look-up with budget names its peer (seen in CI: a Unix client's
+            // socket stayed `socket:[…]` for the whole run after one such look-up).
+            return resource;
+        }
         self.cache.insert(
             (pid, fd),
             Seen {
@@ -224,6 +242,7 @@ impl Resolver {
                 find_socket(pid, inode)
             } else {
                 self.skipped += 1;
+                self.short_of_budget = true;
                 None
             };
             if let Some(mut s) = found {
@@ -448,6 +467,55 @@ mod tests {
         let res = r.into_resources();
         assert_eq!(res[first as usize].name, a.to_string_lossy());
         assert_eq!(res[second as usize].kind, ResourceKind::File);
+    }
+
+    #[test]
+    fn a_unix_socket_seen_before_its_connect_is_named_once_connected() {
+        // Seen in CI: a client's socket looked up before it was connected (or before the
+        // server accepted) stayed `socket:[…]` for the whole run.
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        // SAFETY: getpid cannot fail.
+        let pid = unsafe { libc::getpid() };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("s.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).expect("bind");
+        // SAFETY: a plain socket(2) call; its descriptor is owned at once.
+        let raw = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) };
+        assert!(raw >= 0);
+        // SAFETY: `raw` is a fresh descriptor owned by nobody else.
+        let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+        let mut r = Resolver::default();
+        r.new_round();
+        let before = r.resolve(pid, raw as u64).expect("a socket");
+        let addr = {
+            // SAFETY: sockaddr_un is plain data; zeroed is a valid value.
+            let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+            a.sun_family = libc::AF_UNIX as libc::sa_family_t;
+            for (d, b) in a
+                .sun_path
+                .iter_mut()
+                .zip(path.to_str().expect("utf-8").bytes())
+            {
+                *d = b as libc::c_char;
+            }
+            a
+        };
+        // SAFETY: connecting our own socket to a sockaddr_un that lives across the call.
+        let rc = unsafe {
+            libc::connect(
+                sock.as_raw_fd(),
+                (&raw const addr).cast(),
+                std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0, "connect");
+        // Until the server accepts, the client's peer is a socket sock_diag cannot see.
+        let _server_side = listener.accept().expect("accept");
+        r.new_round();
+        let after = r.resolve(pid, raw as u64).expect("a socket");
+        assert_ne!(before, after);
+        let res = r.into_resources();
+        assert_eq!(res[after as usize].name, path.to_str().expect("utf-8"));
     }
 
     #[test]
