@@ -95,13 +95,26 @@ fn child_sleeps(p: &SampledProfile) -> Vec<(u64, Vec<String>)> {
 
 /// Share of the child's sleeping time whose stack holds `function`.
 fn named_share(sleeps: &[(u64, Vec<String>)], function: &str) -> f64 {
+    share_where(sleeps, |f| f.iter().any(|x| x == function))
+}
+
+/// Share of the child's sleeping time whose blocked call is named: its stack holds the
+/// fixture's `caller`, or (a partial stack: no copy, nothing to reuse, not read late)
+/// its leaf is the C library's wrapper of the call, whose name holds `call`.
+fn call_named_share(sleeps: &[(u64, Vec<String>)], caller: &str, call: &str) -> f64 {
+    share_where(sleeps, |f| {
+        f.iter().any(|x| x == caller) || f.last().is_some_and(|leaf| leaf.contains(call))
+    })
+}
+
+fn share_where(sleeps: &[(u64, Vec<String>)], named: impl Fn(&[String]) -> bool) -> f64 {
     let total: u64 = sleeps.iter().map(|(d, _)| d).sum();
-    let named: u64 = sleeps
+    let hit: u64 = sleeps
         .iter()
-        .filter(|(_, f)| f.iter().any(|x| x == function))
+        .filter(|(_, f)| named(f))
         .map(|(d, _)| d)
         .sum();
-    named as f64 / total.max(1) as f64
+    hit as f64 / total.max(1) as f64
 }
 
 /// For each thread: its samples' weights (on-CPU periods, off-CPU durations) over the
@@ -144,7 +157,7 @@ fn check_inference(p: &SampledProfile, mode: &str) {
     );
 }
 
-fn check_pingpong(mode: &str, wait_fn: &str) -> f64 {
+fn check_pingpong(mode: &str, wait_fn: &str, call: &str) -> f64 {
     let p = profile(mode);
     let q = &p.quality;
     // Issue 11's goal is 0 lost records; release builds lost none, a debug build under
@@ -163,12 +176,19 @@ fn check_pingpong(mode: &str, wait_fn: &str) -> f64 {
         "{mode}: {} sleeping intervals of the child for {turns} turns",
         sleeps.len()
     );
-    let named = named_share(&sleeps, wait_fn);
+    let named = call_named_share(&sleeps, wait_fn, call);
     assert!(
         named >= 0.95,
-        "{mode}: {wait_fn} named for {named:.3} of the child's sleep"
+        "{mode}: the blocked call ({wait_fn} or {call}) named for {named:.3} of the child's sleep"
     );
-    // Stack copies are taken at about 500/s per thread (frequency mode): at this rate
+    // Its caller too, for most of it: what lacks it is the partial share (no copy,
+    // nothing to reuse yet, not read late), seen up to 8% with both CPUs busy.
+    let caller = named_share(&sleeps, wait_fn);
+    assert!(
+        caller >= 0.85,
+        "{mode}: {wait_fn} named for {caller:.3} of the child's sleep ({q:?})"
+    );
+    // Stack copies are taken at about 1000/s per thread (frequency mode): at this rate
     // most switch-outs borrow the stack of an earlier copy at the same call.
     let reused = q.off_cpu_reused_stack_share.expect("off-CPU time recorded");
     assert!(
@@ -192,16 +212,16 @@ fn check_pingpong(mode: &str, wait_fn: &str) -> f64 {
 #[test]
 fn a_pipe_pingpong_keeps_every_wait_and_names_it() {
     let _g = serial();
-    let a = check_pingpong("pipe", "wait_pipe");
-    let b = check_pingpong("pipe", "wait_pipe");
+    let a = check_pingpong("pipe", "wait_pipe", "read");
+    let b = check_pingpong("pipe", "wait_pipe", "read");
     assert!((a - b).abs() <= 0.05, "two runs disagree: {a:.3} vs {b:.3}");
 }
 
 #[test]
 fn a_socket_pingpong_keeps_every_wait_and_names_it() {
     let _g = serial();
-    let a = check_pingpong("socket", "wait_sock");
-    let b = check_pingpong("socket", "wait_sock");
+    let a = check_pingpong("socket", "wait_sock", "recv");
+    let b = check_pingpong("socket", "wait_sock", "recv");
     assert!((a - b).abs() <= 0.05, "two runs disagree: {a:.3} vs {b:.3}");
 }
 

@@ -47,6 +47,9 @@ struct Seen {
     link: Option<String>,
     resource: Option<u32>,
     round: u64,
+    /// The round in which this entry was last described (at most one new look at an
+    /// unconnected Unix socket per round: a ping-pong waits on it ~100k times a second).
+    described: u64,
 }
 
 /// The per-run cache of resolved descriptors and the resources found.
@@ -169,11 +172,12 @@ impl Resolver {
         };
         if let Some(s) = self.cache.get(&(pid, fd))
             && (s.link == link || link.is_none())
-            && !(link.is_some() && unconnected(s.resource))
+            && !(link.is_some() && s.described != round && unconnected(s.resource))
             && let Some(s) = self.cache.get_mut(&(pid, fd))
         {
             // Unchanged, or unreadable now (the process exited): what it was. A Unix
-            // socket seen before its `connect` (no path, no peer) is looked at again.
+            // socket seen before its `connect` (no path, no peer) is looked at again,
+            // once a round.
             s.round = round;
             return s.resource;
         }
@@ -194,6 +198,7 @@ impl Resolver {
                 link,
                 resource,
                 round,
+                described: round,
             },
         );
         resource

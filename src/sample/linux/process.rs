@@ -161,6 +161,8 @@ pub(crate) struct Processor {
     lost_stacks: u64,
     /// Copied switch-out stacks by thread and call, lent to the stack-less ones.
     reuse: StackReuse,
+    /// The same for preempted switch-outs, apart (see `switch_stack`).
+    reuse_preempted: StackReuse,
     /// Copied switch-outs whose call had a stack to lend, and how many of those lent
     /// stacks were identical to the copy's own.
     reuse_checks: u64,
@@ -207,6 +209,7 @@ impl Processor {
             lost: 0,
             lost_stacks: 0,
             reuse: StackReuse::default(),
+            reuse_preempted: StackReuse::default(),
             reuse_checks: 0,
             reuse_agreed: 0,
             unwind_failures: 0,
@@ -396,6 +399,7 @@ impl Processor {
                     t.exited = true;
                 }
                 self.reuse.forget(e.tid);
+                self.reuse_preempted.forget(e.tid);
                 if e.tid == e.pid
                     && let Some(p) = self.procs.get_mut(&e.pid)
                 {
@@ -640,8 +644,16 @@ impl Processor {
         borrowed: Option<&Borrowed>,
     ) -> (Option<u32>, StackSource) {
         let key = stackreuse::key_of(s, prev_state);
+        // Preemptions land at any instruction and rarely repeat one: their keys get a
+        // table of their own, so that they cannot fill a thread's table of blocking
+        // calls (64 keys, cleared when full).
+        let table = if offcpu::state_of(prev_state) == WaitState::Preempted {
+            &mut self.reuse_preempted
+        } else {
+            &mut self.reuse
+        };
         let Some(b) = borrowed else {
-            return match key.and_then(|k| self.reuse.lend(tid, k)) {
+            return match key.and_then(|k| table.lend(tid, k)) {
                 Some(st) => (st, StackSource::Reused),
                 None => (self.stack_of(s), StackSource::Partial),
             };
@@ -652,11 +664,17 @@ impl Processor {
         if let Some(k) = key.filter(|_| source == StackSource::Copied) {
             // The inference checked where it can be: what reuse would have lent this
             // copied switch-out, against what its own copy unwound to.
-            if let Some(lent) = self.reuse.lend(tid, k) {
+            let table = if offcpu::state_of(prev_state) == WaitState::Preempted {
+                &mut self.reuse_preempted
+            } else {
+                &mut self.reuse
+            };
+            let lent = table.lend(tid, k);
+            table.remember(tid, k, st);
+            if let Some(lent) = lent {
                 self.reuse_checks += 1;
                 self.reuse_agreed += u64::from(lent == st);
             }
-            self.reuse.remember(tid, k, st);
         }
         (st, source)
     }
