@@ -378,8 +378,36 @@ fn real_kernel_waits_are_classified_lock_and_file() {
         &[data.to_str().expect("utf-8"), "8"],
     );
     let (class, waits) = class_and_waits(&d.path().join("out"));
-    assert_eq!(class, "I/O-File", "{waits}");
-    assert!(waits["file"].as_f64().expect("file") > 0.0);
+    let num = |k: &str| waits[k].as_f64().unwrap_or(0.0);
+    // The fsyncs' waits are file waits, more than every other kind of wait together.
+    let others = [
+        "child",
+        "db",
+        "external",
+        "idle",
+        "lock",
+        "network",
+        "other",
+        "page_fault",
+    ]
+    .iter()
+    .chain(&["pipe", "poll", "runqueue", "sleep", "thread"])
+    .map(|k| num(k))
+    .sum::<f64>();
+    assert!(num("file") > others, "{waits}");
+    // Whether the run is I/O-File or CPU is the device's latency against the CPU the
+    // writes and the writeback take (CI once saw 0.18 ms an fsync: CPU 28 ms, file
+    // 22 ms): the class must follow the measured split, whichever it is.
+    // (within 20% of each other, either class is the split's).
+    let (file, cpu) = (num("file"), num("cpu"));
+    let want: &[&str] = if (file - cpu).abs() < 0.2 * file.max(cpu) {
+        &["I/O-File", "CPU"]
+    } else if file > cpu {
+        &["I/O-File"]
+    } else {
+        &["CPU"]
+    };
+    assert!(want.contains(&class.as_str()), "{class}: {waits}");
 }
 
 #[test]
