@@ -638,11 +638,9 @@ pub fn session_meta(command: &[String], run_id: Option<String>) -> SessionMeta {
     }
 }
 
-/// "20261129-171502-4242": UTC date and time, then our pid.
-fn default_run_id(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+/// (year, month, day) of a count of days since 1970-01-01 (proleptic Gregorian, by
+/// 400-year eras: Howard Hinnant's algorithm).
+pub(crate) fn civil_date(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -651,7 +649,13 @@ fn default_run_id(secs: u64) -> String {
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// "20261129-171502-4242": UTC date and time, then our pid.
+fn default_run_id(secs: u64) -> String {
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_date((secs / 86_400) as i64);
     format!(
         "{y:04}{m:02}{d:02}-{:02}{:02}{:02}-{}",
         rem / 3600,

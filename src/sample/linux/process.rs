@@ -261,7 +261,7 @@ impl Processor {
                 Borrowed {
                     bytes: all[..(*dyn_size as usize).min(all.len())].to_vec(),
                     source: StackSource::Copied,
-                    kernel: KernelPart::Addrs(kernel_chain(&s)),
+                    kernel: KernelPart::Addrs(split_callchain(&s).0),
                 }
             })
         } else {
@@ -541,24 +541,7 @@ impl Processor {
         borrowed: Option<&Borrowed>,
     ) -> Option<u32> {
         let pid = s.pid.unwrap_or(0);
-        // Split the callchain: kernel part and the kernel's frame-pointer user part.
-        let mut kernel = Vec::new();
-        let mut fp_user = Vec::new();
-        let mut ctx = 0u64;
-        if let Some(cc) = &s.callchain {
-            for i in 0..cc.len() {
-                let Some(a) = cc.get(i) else { break };
-                if a >= b::PERF_CONTEXT_MAX {
-                    ctx = a;
-                    continue;
-                }
-                if ctx == b::PERF_CONTEXT_KERNEL {
-                    kernel.push(a);
-                } else if ctx == b::PERF_CONTEXT_USER {
-                    fp_user.push(a);
-                }
-            }
-        }
+        let (mut kernel, fp_user) = split_callchain(s);
         let regs = s
             .user_regs
             .as_ref()
@@ -1088,9 +1071,10 @@ fn off_cpu_sample(iv: offcpu::Interval, t0_ns: u64) -> RawSample {
     }
 }
 
-/// The kernel part of a sample's callchain, leaf first.
-fn kernel_chain(s: &linux_perf_event_reader::SampleRecord) -> Vec<u64> {
-    let mut out = Vec::new();
+/// A sample's callchain split into its kernel part and the kernel's frame-pointer
+/// user part, each leaf first.
+fn split_callchain(s: &linux_perf_event_reader::SampleRecord) -> (Vec<u64>, Vec<u64>) {
+    let (mut kernel, mut fp_user) = (Vec::new(), Vec::new());
     let mut ctx = 0u64;
     if let Some(cc) = &s.callchain {
         for i in 0..cc.len() {
@@ -1098,11 +1082,13 @@ fn kernel_chain(s: &linux_perf_event_reader::SampleRecord) -> Vec<u64> {
             if a >= b::PERF_CONTEXT_MAX {
                 ctx = a;
             } else if ctx == b::PERF_CONTEXT_KERNEL {
-                out.push(a);
+                kernel.push(a);
+            } else if ctx == b::PERF_CONTEXT_USER {
+                fp_user.push(a);
             }
         }
     }
-    out
+    (kernel, fp_user)
 }
 
 /// A little-endian signed integer field of a tracepoint sample's raw data.
