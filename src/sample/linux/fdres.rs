@@ -47,10 +47,16 @@ struct Seen {
     link: Option<String>,
     resource: Option<u32>,
     round: u64,
-    /// The round in which this entry was last described (at most one new look at an
-    /// unconnected Unix socket per round: a ping-pong waits on it ~100k times a second).
+    /// The round in which this entry was last described, and the rounds until an
+    /// unconnected Unix socket is looked at again (doubling from 1 to
+    /// [`REDESCRIBE_MAX_ROUNDS`]): a ping-pong waits on its socket ~100k times a second.
     described: u64,
+    gap: u64,
 }
+
+/// The longest wait, in rounds (~10 ms each), before an unconnected Unix socket is
+/// described again.
+const REDESCRIBE_MAX_ROUNDS: u64 = 64;
 
 /// The per-run cache of resolved descriptors and the resources found.
 #[derive(Debug, Default)]
@@ -164,26 +170,41 @@ impl Resolver {
         let link = std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
             .ok()
             .map(|p| p.to_string_lossy().into_owned());
+        let kind = |r: Option<u32>| r.and_then(|i| self.resources.get(i as usize));
         let unconnected = |r: Option<u32>| {
-            r.and_then(|i| self.resources.get(i as usize))
-                .is_some_and(|r| {
-                    r.kind == ResourceKind::SocketUnix && r.peer.is_none() && r.local.is_none()
-                })
+            kind(r).is_some_and(|r| {
+                r.kind == ResourceKind::SocketUnix
+                    && r.peer.is_none()
+                    && r.local.is_none()
+                    && r.peer_local.is_none()
+            })
         };
-        if let Some(s) = self.cache.get(&(pid, fd))
-            && (s.link == link || link.is_none())
-            && !(link.is_some() && s.described != round && unconnected(s.resource))
+        // (same link, due for another look, gap) of the cached entry.
+        let cached = self.cache.get(&(pid, fd)).map(|s| {
+            let again = link.is_some() && round >= s.described + s.gap && unconnected(s.resource);
+            (s.link == link, again, s.gap)
+        });
+        if let Some((same, again, _)) = cached
+            && (same || link.is_none())
+            && !again
             && let Some(s) = self.cache.get_mut(&(pid, fd))
         {
             // Unchanged, or unreadable now (the process exited): what it was. A Unix
-            // socket seen before its `connect` (no path, no peer) is looked at again,
-            // once a round.
+            // socket seen before its `connect` or its server's `accept` (no path, no
+            // peer) is looked at again, less and less often.
             s.round = round;
             return s.resource;
         }
+        // A known Unix socket stays one: its look-up again skips the TCP and UDP
+        // tables (reading /proc/PID/net/tcp walks the kernel's whole established
+        // hash: ~1 ms here, and it took 69% of the drain thread on a ping-pong).
+        let (unix, gap) = match cached {
+            Some((same, true, gap)) => (same, (gap * 2).clamp(1, REDESCRIBE_MAX_ROUNDS)),
+            _ => (false, 1),
+        };
         self.short_of_budget = false;
         let resource = match &link {
-            Some(l) => self.describe(pid, fd, l).map(|r| self.intern(r)),
+            Some(l) => self.describe(pid, fd, l, unix).map(|r| self.intern(r)),
             None => None,
         };
         if self.short_of_budget {
@@ -199,6 +220,7 @@ impl Resolver {
                 resource,
                 round,
                 described: round,
+                gap,
             },
         );
         resource
@@ -232,7 +254,9 @@ impl Resolver {
         id
     }
 
-    fn describe(&mut self, pid: i32, fd: i32, link: &str) -> Option<Resource> {
+    /// What `link` (descriptor `fd` of `pid`) is; `unix`: a socket known to be a Unix
+    /// one (only that table is read).
+    fn describe(&mut self, pid: i32, fd: i32, link: &str, unix: bool) -> Option<Resource> {
         let mut r = describe_link(pid, fd, link);
         if let Some(inode) = bracketed(link, "pipe:") {
             // Named by the process at its other end: "pipe to gzip (pid 7)".
@@ -244,7 +268,7 @@ impl Resolver {
         }
         if let Some(inode) = bracketed(link, "socket:") {
             let found = if self.spend() {
-                find_socket(pid, inode)
+                find_socket(pid, inode, unix)
             } else {
                 self.skipped += 1;
                 self.short_of_budget = true;
@@ -300,14 +324,19 @@ fn bracketed(link: &str, prefix: &str) -> Option<u64> {
         .ok()
 }
 
-/// The socket with this inode in the process's network namespace tables.
-fn find_socket(pid: i32, inode: u64) -> Option<Resource> {
-    for (table, kind) in [
-        ("tcp", ResourceKind::SocketTcp),
-        ("tcp6", ResourceKind::SocketTcp),
-        ("udp", ResourceKind::SocketUdp),
-        ("udp6", ResourceKind::SocketUdp),
-    ] {
+/// The network namespace's socket tables other than the Unix one.
+const INET_TABLES: [(&str, ResourceKind); 4] = [
+    ("tcp", ResourceKind::SocketTcp),
+    ("tcp6", ResourceKind::SocketTcp),
+    ("udp", ResourceKind::SocketUdp),
+    ("udp6", ResourceKind::SocketUdp),
+];
+
+/// The socket with this inode in the process's network namespace tables (`unix`: in the
+/// Unix table only).
+fn find_socket(pid: i32, inode: u64, unix: bool) -> Option<Resource> {
+    let inet: &[_] = if unix { &[] } else { &INET_TABLES };
+    for &(table, kind) in inet {
         let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else {
             continue;
         };
@@ -514,13 +543,44 @@ mod tests {
             )
         };
         assert_eq!(rc, 0, "connect");
-        // Until the server accepts, the client's peer is a socket sock_diag cannot see.
-        let _server_side = listener.accept().expect("accept");
+        // Until the server accepts, the client's peer is a socket sock_diag cannot see:
+        // still unnamed, and looked at again later.
         r.new_round();
-        let after = r.resolve(pid, raw as u64).expect("a socket");
+        assert_eq!(r.resolve(pid, raw as u64), Some(before));
+        let _server_side = listener.accept().expect("accept");
+        // Looked at again within REDESCRIBE_MAX_ROUNDS rounds.
+        let mut after = before;
+        for _ in 0..=REDESCRIBE_MAX_ROUNDS {
+            r.new_round();
+            after = r.resolve(pid, raw as u64).expect("a socket");
+            if after != before {
+                break;
+            }
+        }
         assert_ne!(before, after);
         let res = r.into_resources();
         assert_eq!(res[after as usize].name, path.to_str().expect("utf-8"));
+    }
+
+    #[test]
+    fn a_socketpair_is_connected_and_not_looked_at_again() {
+        // A socketpair has a peer and no path: it used to count as unconnected and was
+        // described again every round, reading the TCP tables each time.
+        let (a, _b) = std::os::unix::net::UnixStream::pair().expect("socketpair");
+        // SAFETY: getpid cannot fail.
+        let pid = unsafe { libc::getpid() };
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&a) as u64;
+        let mut r = Resolver::default();
+        r.new_round();
+        let first = r.resolve(pid, fd).expect("a socket");
+        assert_eq!(r.resources[first as usize].kind, ResourceKind::SocketUnix);
+        assert_eq!(r.resources[first as usize].peer_local, Some(true));
+        let described = r.cache[&(pid, fd as i32)].described;
+        for _ in 0..5 {
+            r.new_round();
+            assert_eq!(r.resolve(pid, fd), Some(first));
+        }
+        assert_eq!(r.cache[&(pid, fd as i32)].described, described);
     }
 
     #[test]

@@ -89,8 +89,14 @@ impl NetPeer {
             return;
         };
         let Some(peer_ino) = peer.peer else { return };
+        // A peer sock_diag cannot see (a client's before its server accepts) is not
+        // known yet: the socket stays "unconnected" and is looked at again.
+        let Some(other) = unixdiag::query(peer_ino) else {
+            return;
+        };
+        // Connected: an unnamed peer (a socketpair's) is final.
         r.peer_local = Some(true);
-        let Some(path) = unixdiag::query(peer_ino).and_then(|p| p.name) else {
+        let Some(path) = other.name else {
             return;
         };
         r.name = path.clone();
