@@ -11,11 +11,13 @@
 # Lost: profmap's lost duration records (main ring) / dropped switch-out stack copies
 # (shares of off-CPU time with a reused stack + a late-read one); perf's LOST events
 # (`perf report --stats`).
-# Prints a Markdown table and the load average. Env: RUNS (default 3), LOOPS (default
-# 50000), POOL_ITEMS (default 30000), PY_LOOPS (default 20000), PIN (1: every workload
-# on CPU 1 only; 2: also the tools (profmap, perf) on CPU 0 only, so that what is
-# measured is the cost in the kernel at each switch, not the tool's own user-space work
-# competing with the workload for its CPU).
+# The socket workloads also run `profmap record --no-socket-evidence` (profmap-nosock).
+# Prints a Markdown table and the load average. Env: WORKLOADS (default "pipe socket
+# pysock pool"), RUNS (default 3), LOOPS (default 50000), POOL_ITEMS (default 30000),
+# PY_LOOPS (default 20000), PIN (1: every workload on CPU 1 only; 2: also the tools
+# (profmap, perf) on CPU 0 only, so that what is measured is the cost in the kernel at
+# each switch, not the tool's own user-space work competing with the workload for its
+# CPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
@@ -48,8 +50,10 @@ run() {
   [ "${PIN:-0}" = 2 ] && tool=(taskset -c 0)
   case $mode in
     alone) out=$("${cmd[@]}" 2>&1) ;;
-    profmap)
-      "${tool[@]}" "$PM" record -q --out "$W/pm" -- "${cmd[@]}" >/dev/null 2>&1
+    profmap|profmap-nosock)
+      local opt=()
+      [ "$mode" = profmap-nosock ] && opt=(--no-socket-evidence)
+      "${tool[@]}" "$PM" record -q "${opt[@]}" --out "$W/pm" -- "${cmd[@]}" >/dev/null 2>&1
       out=$(cat "$W/pm/run.log")
       lost=$(PYTHONPATH=bench python3 - "$W/pm" <<'PY'
 import sys
@@ -73,10 +77,18 @@ PY
   echo "${ms:--} ${lost}"
 }
 
-MODES=(alone profmap perf-switch-g perf-g)
-WLS=(pipe socket pysock pool)
+# The socket workloads also run profmap without its socket evidence (what the per-call
+# sock_send/recv_length records cost).
+modes_for() {
+  case $1 in
+    socket|pysock) echo alone profmap profmap-nosock perf-switch-g perf-g ;;
+    *) echo alone profmap perf-switch-g perf-g ;;
+  esac
+}
+read -ra WLS <<< "${WORKLOADS:-pipe socket pysock pool}"
 declare -A RES
 for wl in "${WLS[@]}"; do
+  read -ra MODES <<< "$(modes_for "$wl")"
   for ((r = 0; r <= RUNS; r++)); do
     for ((k = 0; k < ${#MODES[@]}; k++)); do
       m=${MODES[$(( (k + r) % ${#MODES[@]} ))]}
@@ -93,6 +105,7 @@ echo "| workload | mode | elapsed ms | slowdown | lost (profmap: durations/stack
 echo "| --- | --- | --- | --- | --- |"
 for wl in "${WLS[@]}"; do
   base=""
+  read -ra MODES <<< "$(modes_for "$wl")"
   for m in "${MODES[@]}"; do
     python3 - "$wl" "$m" "${RES[$wl,$m]}" "${base:-0}" <<'PY'
 import statistics, sys

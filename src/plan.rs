@@ -243,6 +243,9 @@ pub struct SamplePlan {
     /// Record wake-ups (`sched:sched_waking`) so waits can be followed to the thread
     /// that ended them (the critical path). Off only to measure what they cost.
     pub wakeups: bool,
+    /// Record socket traffic (`sock:sock_{send,recv}_length`, `inet_sock_set_state`):
+    /// bytes, round trips and protocols per peer. Off with `--no-socket-evidence`.
+    pub sockets: bool,
     /// Record page-cache reads per file (`filemap:mm_filemap_get_pages`): the evidence
     /// for files read more than once. Off by default: it costs ~1.6 µs per buffered
     /// read (a page-cached `dd bs=4k` ran about twice as long; bench/evidence.sh).

@@ -39,6 +39,7 @@ fn profile(mode: &str) -> SampledProfile {
         frequency_hz: 999,
         stack_bytes: 32 * 1024,
         wakeups: true,
+        sockets: true,
         file_reads: false,
         buffer_mib: None,
         spool: None,

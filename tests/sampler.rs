@@ -82,6 +82,7 @@ fn plan() -> SamplePlan {
         frequency_hz: 999,
         stack_bytes: 32 * 1024,
         wakeups: true,
+        sockets: true,
         file_reads: false,
         buffer_mib: None,
         spool: None,

@@ -161,6 +161,48 @@ fn a_unix_socket_client_names_the_server_by_its_path() {
     assert_eq!(r.peer_local, Some(true));
 }
 
+/// `record --no-socket-evidence`: no socket traffic is recorded, and the recording says
+/// so (unknown, not "no traffic"), without a warning; the client's waits are still named
+/// by the socket they blocked on.
+#[test]
+fn without_socket_evidence_the_waits_still_name_the_socket() {
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("echo.sock");
+    let path_s = path.to_str().expect("utf-8").to_string();
+    let server = UnixListener::bind(&path).expect("bind");
+    server.set_nonblocking(true).expect("nonblocking");
+    let t = std::thread::spawn(move || {
+        if let Some((c, _)) = accept(|| server.accept()) {
+            c.set_nonblocking(false).expect("blocking");
+            echo(c);
+        }
+    });
+    let out = dir.path().join("out");
+    common::profmap()
+        .args(["record", "-q", "--no-socket-evidence", "--out"])
+        .arg(&out)
+        .args(["--", "python3", "-c", CLIENT, "unix", &path_s])
+        .assert()
+        .success();
+    t.join().expect("server");
+    let rec = profmap::profile::read_recording(&out.join("profile.pmr")).expect("recording");
+    let p = rec.sampled.expect("sampled");
+    assert!(!p.sockets_recorded);
+    assert!(p.sockets.is_empty(), "{:?}", p.sockets);
+    assert!(
+        !p.quality.warnings.iter().any(|w| w.contains("sock:")),
+        "{:?}",
+        p.quality.warnings
+    );
+    let named = p.waits.iter().filter(|w| {
+        w.resource
+            .and_then(|r| p.resources.get(r as usize))
+            .is_some_and(|r| r.name == path_s)
+    });
+    assert!(named.count() >= 10, "{:?} {:?}", p.resources, p.waits.len());
+}
+
 #[test]
 fn an_http_client_with_a_connection_per_request_shows_ten_http_connections() {
     let _g = serial();

@@ -38,6 +38,7 @@ pub fn profile(program: &str, args: &[&str], file_reads: bool) -> SampledProfile
         frequency_hz: 99,
         stack_bytes: 16 * 1024,
         wakeups: true,
+        sockets: true,
         file_reads,
         buffer_mib: None,
         spool: None,

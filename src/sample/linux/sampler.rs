@@ -580,7 +580,12 @@ impl PerfSampler {
             opened.rings.push(main_ring);
         }
         let side = match scope {
-            Scope::Full => Some(sidecar::open(pid, &cpus, plan.file_reads, &mut warnings)),
+            Scope::Full => Some(sidecar::open(
+                pid,
+                &cpus,
+                (plan.sockets, plan.file_reads),
+                &mut warnings,
+            )),
             Scope::UserOnly => None,
         };
         let recorded = side.as_ref().map(|s| s.recorded).unwrap_or_default();

@@ -55,14 +55,26 @@ pub(crate) struct Opened {
 /// warning naming the tracepoint and its consequence.
 /// Page-cache reads (`mm_filemap_get_pages`) only when `file_reads` is set: one event
 /// per read call costs a 4 KiB `dd` from the page cache +100-175% on a loaded 2-CPU
-/// machine (socket events cost only socket I/O).
-pub(crate) fn open(pid: i32, cpus: &[i32], file_reads: bool, warnings: &mut Vec<String>) -> Opened {
-    let mut sources = sidetp::sources();
-    if !file_reads {
-        sources.truncate(3);
-    }
-    let mut failed: Vec<Option<String>> =
-        sources.iter().map(|s| s.as_ref().err().cloned()).collect();
+/// machine (socket events cost only socket I/O, ~0.75 µs a call); the socket events
+/// only when `sockets` is.
+pub(crate) fn open(
+    pid: i32,
+    cpus: &[i32],
+    (sockets, file_reads): (bool, bool),
+    warnings: &mut Vec<String>,
+) -> Opened {
+    let sources = sidetp::sources();
+    let wanted = [sockets, sockets, sockets, file_reads];
+    // A source not wanted counts as failed, without a warning (see `outcome`).
+    let mut failed: Vec<Option<String>> = sources
+        .iter()
+        .zip(wanted)
+        .map(|(s, w)| match s {
+            _ if !w => Some(NOT_WANTED.to_string()),
+            Ok(_) => None,
+            Err(e) => Some(e.clone()),
+        })
+        .collect();
     let mut o = Opened {
         rings: Vec::new(),
         extra_fds: Vec::new(),
@@ -121,7 +133,11 @@ fn outcome(
     warnings: &mut Vec<String>,
 ) -> Recorded {
     let why = |k: usize| -> Option<String> {
-        let w = failed.get(k).cloned().flatten()?;
+        let w = failed
+            .get(k)
+            .cloned()
+            .flatten()
+            .filter(|w| w != NOT_WANTED)?;
         Some(match sources.get(k).and_then(|s| s.as_ref().ok()) {
             Some(s) => format!("{}: {w}", s.name),
             None => w,
@@ -147,10 +163,15 @@ fn outcome(
         ));
     }
     Recorded {
-        sockets: send_recv.is_empty(),
+        sockets: failed
+            .get(..2)
+            .is_some_and(|f| f.iter().all(Option::is_none)),
         files: failed.get(3).is_some_and(Option::is_none),
     }
 }
+
+/// The "failure" of a source left out on purpose.
+const NOT_WANTED: &str = "not asked for";
 
 impl Opened {
     /// Whether no event could be opened (no thread is worth starting then).
