@@ -171,7 +171,7 @@ struct ProfileArgs {
     /// Do not record socket sends and receives (`sock:sock_{send,recv}_length`): bytes,
     /// round trips and protocols per peer are then unknown, and waits on sockets are
     /// still named by their descriptor. Each call costs ~0.75 µs with them: a socket
-    /// ping-pong runs 10-25% longer than under `perf record -e sched:sched_switch -g`.
+    /// ping-pong ran 20-30% longer than under `perf record -e sched:sched_switch -g`.
     #[arg(long)]
     no_socket_evidence: bool,
     /// Record page-cache reads per file, to find files read more than once (redundant
