@@ -11,7 +11,7 @@
 #   psql `psql -f` running $QUERIES one-line queries over TCP against a PostgreSQL cluster
 #        this script starts in a temporary folder (initdb as `postgres`, a free port, fsync
 #        off, stopped at the end): a client of a local database;
-#   cpu  tests/fixtures/c/three_funcs.c (cc -O2), CPU-bound.
+#   cpu  tests/fixtures/c/three_funcs.c (cc -O2) in its fixed-work mode, CPU-bound.
 # Modes: the workload alone; `profmap record` (one profiled run, every output written);
 # `profmap record --no-wakeups`; `strace -c -f`; `perf trace -s`; for context, `perf
 # record` of the four tracepoints profmap adds for this evidence, every hit (their
@@ -89,7 +89,7 @@ workload() {
     dd) echo dd if=/dev/zero of="$DDFILE" bs=4k count="$DD_BLOCKS" ;;
     read) echo dd if="$W/readfile" of=/dev/null bs=4k ;;
     psql) echo "${PSQL[@]}" -o /dev/null ;;
-    cpu) echo "$W/cpu" "$CPU_ITERS" ;;
+    cpu) echo "$W/cpu" "$CPU_ITERS" fixed ;;
   esac
 }
 
