@@ -121,8 +121,8 @@ pub struct CallTree {
     pub critical: CriticalModel,
     /// Each sample's category, by index into `SampledProfile::samples`.
     pub sample_categories: Vec<WaitCategory>,
-    /// Each sample's deepest node.
-    pub sample_nodes: Vec<usize>,
+    /// Each sample's deepest node (u32: one per sample; nodes are far fewer than 2^32).
+    pub sample_nodes: Vec<u32>,
     /// What each sample waited on (index into `resources`; see `waited`).
     pub sample_resources: Vec<Option<u32>>,
     /// Critical-path time charged to each sample, ns (its whole weight when waits
@@ -465,13 +465,13 @@ impl<'a> Builder<'a> {
         for (i, s) in self.p.samples.iter().enumerate() {
             let cat = waited::category(self.p, i, cats[i], resources[i], &roles);
             cats[i] = cat;
-            leaves.push(self.add_sample(s, cat));
+            leaves.push(self.add_sample(s, cat) as u32);
         }
         let mut sample_crit_ns = vec![0u64; self.p.samples.len()];
         let critical = match critical::critical_path(self.p, &|i| cats[i]) {
             Some(cp) => {
                 for c in &cp.credits {
-                    if let Some(x) = sample_crit_ns.get_mut(c.sample) {
+                    if let Some(x) = sample_crit_ns.get_mut(c.sample as usize) {
                         *x += c.ns;
                     }
                 }
@@ -483,7 +483,7 @@ impl<'a> Builder<'a> {
                         parents_of_profiled.contains(&self.groups.group_of(s.pid)),
                     );
                     if !explained.contains(&cats[i]) {
-                        self.add_crit(leaves[i], s.weight_ns, cats[i]);
+                        self.add_crit(leaves[i] as usize, s.weight_ns, cats[i]);
                         sample_crit_ns[i] = s.weight_ns;
                     }
                 }
@@ -570,12 +570,14 @@ impl<'a> Builder<'a> {
         &mut self,
         cp: &critical::CriticalPath,
         cats: &[WaitCategory],
-        leaves: &[usize],
+        leaves: &[u32],
     ) -> CriticalModel {
         for c in &cp.credits {
-            let (Some(&leaf), Some(&cat)) = (leaves.get(c.sample), cats.get(c.sample)) else {
+            let i = c.sample as usize;
+            let (Some(&leaf), Some(&cat)) = (leaves.get(i), cats.get(i)) else {
                 continue;
             };
+            let leaf = leaf as usize;
             self.add_crit(leaf, c.ns, c.category.unwrap_or(cat));
         }
         let mut unsampled_ns = 0;

@@ -70,8 +70,9 @@ const BURST_MAX_NS: u64 = 10_000_000;
 /// Time of the critical path charged to one sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Credit {
-    /// Index into `SampledProfile::samples`.
-    pub sample: usize,
+    /// Index into `SampledProfile::samples` (u32: a credit per sample on the path, so
+    /// the list is as long as the samples; a recording holds at most 50 M).
+    pub sample: u32,
     pub ns: u64,
     /// The category this time counts as, when not the sample's own: `lock` for time
     /// reached through a lock wait, `runqueue` for the wake-up latency of a wait.
@@ -122,8 +123,10 @@ struct Line {
     /// Times while another thread waited for a lock this one released: sorted,
     /// disjoint (start, end).
     holding: Vec<(u64, u64)>,
-    /// On-CPU coverage (start, end, sample), sorted by end.
-    on: Vec<(u64, u64, usize)>,
+    /// On-CPU samples (indices), sorted by end (their time): a sample covers
+    /// `[time - weight, time)`. Indices only (4 bytes a sample, not 24): the profile
+    /// holds the rest.
+    on: Vec<u32>,
     /// Off-CPU intervals sorted by start.
     off: Vec<Off>,
 }
@@ -248,7 +251,8 @@ fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> Ha
         line.first = line.first.min(start);
         line.last = line.last.max(end);
         match s.kind {
-            SampleKind::OnCpu => line.on.push((start, end, i)),
+            // Indices fit: a recording holds at most `validate::MAX_SAMPLES` (50 M).
+            SampleKind::OnCpu => line.on.push(i as u32),
             SampleKind::OffCpu { .. } => {
                 let waker = followed_waker(p, i, category(i));
                 let lock = category(i) == WaitCategory::Lock;
@@ -288,7 +292,7 @@ fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> Ha
         }
     }
     for l in lines.values_mut() {
-        l.on.sort_unstable_by_key(|&(_, e, _)| e);
+        l.on.sort_unstable_by_key(|&i| p.samples[i as usize].time_ns);
         l.off.sort_unstable_by_key(|o| o.start);
     }
     lines
@@ -465,8 +469,13 @@ impl Walk<'_> {
         let cat = via_lock.then_some(WaitCategory::Lock);
         let mut covered = 0;
         let mut covered_lock = 0;
-        let from = line.on.partition_point(|&(_, e, _)| e <= a);
-        for &(s, e, i) in &line.on[from..] {
+        let samples = &self.p.samples;
+        let from = line
+            .on
+            .partition_point(|&i| samples[i as usize].time_ns <= a);
+        for &i in &line.on[from..] {
+            let i = i as usize;
+            let (e, s) = (samples[i].time_ns, samples[i].time_ns.saturating_sub(samples[i].weight_ns));
             if s >= b {
                 break;
             }
@@ -531,7 +540,7 @@ impl Walk<'_> {
 
     fn credit(&mut self, sample: usize, ns: u64, category: Option<WaitCategory>) {
         self.cp.credits.push(Credit {
-            sample,
+            sample: sample as u32,
             ns,
             category,
         });
@@ -670,7 +679,7 @@ mod tests {
     fn per_tid(p: &SampledProfile, cp: &CriticalPath) -> HashMap<i32, u64> {
         let mut m: HashMap<i32, u64> = HashMap::new();
         for c in &cp.credits {
-            *m.entry(p.samples[c.sample].tid).or_default() += c.ns;
+            *m.entry(p.samples[c.sample as usize].tid).or_default() += c.ns;
         }
         for u in &cp.unsampled {
             *m.entry(u.tid).or_default() += u.ns;
@@ -714,8 +723,8 @@ mod tests {
         assert_eq!(by.get(&3).copied(), Some(5 * MS));
         // The producer's idle tail (off-CPU after its work) is on nobody's path.
         assert!(
-            cp.credits.iter().all(|c| p.0.samples[c.sample].tid != 2
-                || p.0.samples[c.sample].kind == SampleKind::OnCpu)
+            cp.credits.iter().all(|c| p.0.samples[c.sample as usize].tid != 2
+                || p.0.samples[c.sample as usize].kind == SampleKind::OnCpu)
         );
     }
 

@@ -76,7 +76,7 @@ pub(crate) fn fill(
             continue;
         };
         let crit = tree.sample_crit_ns.get(i).copied().unwrap_or(0);
-        add(leaf, row, &|a: &mut Agg| {
+        add(leaf as usize, row, &|a: &mut Agg| {
             a.intervals += 1;
             a.blocked_ns += s.weight_ns;
             a.crit_ns += crit;
@@ -103,7 +103,7 @@ pub(crate) fn fill(
                 .map(|r| r.kind);
             let new_connection = k == 0 && super::resources::opened(t, kind);
             let (http, db) = uses.get(row).map_or((false, false), |u| client_kind(t, u));
-            add(leaf, row, &|a: &mut Agg| {
+            add(leaf as usize, row, &|a: &mut Agg| {
                 a.round_trips += 1;
                 a.connections += u64::from(new_connection);
                 a.http_round_trips += u64::from(http);
@@ -237,10 +237,19 @@ fn rows_by_resource(p: &SampledProfile, uses: &[ResourceUse]) -> Vec<Option<usiz
 /// One sample of a thread: start, end, index, off-CPU.
 type Span = (u64, u64, usize, bool);
 
-/// Each thread's samples, by start.
+/// Each thread's samples, by start: of the threads that made socket round trips only
+/// (32 bytes a sample: a million on-CPU samples of a program with no socket took 32 MB).
 fn samples_by_thread(p: &SampledProfile) -> HashMap<i32, Vec<Span>> {
+    let turned: std::collections::HashSet<i32> = p
+        .sockets
+        .iter()
+        .flat_map(|t| t.turns.iter().map(|u| u.tid))
+        .collect();
     let mut m: HashMap<i32, Vec<Span>> = HashMap::new();
     for (i, s) in p.samples.iter().enumerate() {
+        if !turned.contains(&s.tid) {
+            continue;
+        }
         let off = matches!(s.kind, crate::profile::SampleKind::OffCpu { .. });
         m.entry(s.tid).or_default().push((
             s.time_ns,

@@ -111,6 +111,9 @@ fn read_samples(mut r: impl Read, rec: &mut Recording) -> Result<(), String> {
         let kept = samples.len();
         s.waits.retain(|w| (w.sample as usize) < kept);
     }
+    // Blocks are appended as they come, so the vector grew by doubling: up to twice
+    // the samples' 64 bytes each, for the whole analysis.
+    samples.shrink_to_fit();
     s.samples = samples;
     Ok(())
 }
