@@ -71,7 +71,7 @@ for ((r = 0; r <= ROUNDS; r++)); do   # round 0: warm-up (page cache), discarded
     rm -rf "$W/out.$n"
     t "$W/pm.$n.$suffix" "$PM" report -q "$W/pm.$n.pmr" --out "$W/out.$n"
     t "$W/perf.$n.$suffix" "$PERF" report -i "$W/perf.$n.data" --stdio
-    if [ -f "$W/v1.$n/profile.json.gz" ]; then
+    if [ -n "${PM_OLD:-}" ] && [ -f "$W/v1.$n/profile.json.gz" ]; then
       rm -rf "$W/old.$n"
       t "$W/old.$n.$suffix" "$PM_OLD" report -q "$W/v1.$n/profile.json.gz" --out "$W/old.$n"
     fi
