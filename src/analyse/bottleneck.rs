@@ -407,7 +407,10 @@ fn kernel_detail(p: &SampledProfile, tree: &CallTree, c: &Candidate) -> Option<S
     let mut cpu = 0u64;
     for (i, s) in p.samples.iter().enumerate() {
         if s.kind != SampleKind::OnCpu
-            || !tree.sample_nodes.get(i).is_some_and(|&n| nodes.contains(&(n as usize)))
+            || !tree
+                .sample_nodes
+                .get(i)
+                .is_some_and(|&n| nodes.contains(&(n as usize)))
         {
             continue;
         }

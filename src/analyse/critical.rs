@@ -475,7 +475,10 @@ impl Walk<'_> {
             .partition_point(|&i| samples[i as usize].time_ns <= a);
         for &i in &line.on[from..] {
             let i = i as usize;
-            let (e, s) = (samples[i].time_ns, samples[i].time_ns.saturating_sub(samples[i].weight_ns));
+            let (e, s) = (
+                samples[i].time_ns,
+                samples[i].time_ns.saturating_sub(samples[i].weight_ns),
+            );
             if s >= b {
                 break;
             }
@@ -723,8 +726,10 @@ mod tests {
         assert_eq!(by.get(&3).copied(), Some(5 * MS));
         // The producer's idle tail (off-CPU after its work) is on nobody's path.
         assert!(
-            cp.credits.iter().all(|c| p.0.samples[c.sample as usize].tid != 2
-                || p.0.samples[c.sample as usize].kind == SampleKind::OnCpu)
+            cp.credits
+                .iter()
+                .all(|c| p.0.samples[c.sample as usize].tid != 2
+                    || p.0.samples[c.sample as usize].kind == SampleKind::OnCpu)
         );
     }
 
