@@ -122,6 +122,42 @@ fn an_epoll_wait_waits_on_the_epoll_set() {
     );
 }
 
+/// Python's `select.poll` (and so `socketserver`, `http.server`) keeps its `struct
+/// pollfd` array on the heap: the first descriptor is read from the process's memory
+/// while the call is blocked, so a server waiting for clients waits on its listener
+/// (before: an unattributed poll).
+#[test]
+fn a_poll_set_kept_on_the_heap_names_the_listening_socket() {
+    let _g = serial();
+    let script = "import select, socket\n\
+        s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n\
+        p = select.poll(); p.register(s, select.POLLIN)\n\
+        for _ in range(5):\n    p.poll(60)\n";
+    let p = profile("/usr/bin/python3", &["-c", script]);
+    let polled: Vec<&Resource> = p
+        .waits
+        .iter()
+        .filter(|w| p.samples[w.sample as usize].weight_ns > 40_000_000)
+        .filter_map(|w| w.resource.map(|r| &p.resources[r as usize]))
+        .filter(|r| r.kind == ResourceKind::SocketTcp && r.peer.is_none())
+        .collect();
+    assert!(polled.len() >= 4, "{:?} {:?}", p.waits, p.resources);
+    assert!(
+        polled.iter().all(|r| r
+            .local
+            .as_deref()
+            .is_some_and(|l| l.starts_with("127.0.0.1:"))),
+        "{polled:?}"
+    );
+    // A wait on a listener is a server's idle time, not network.
+    let a = profmap::analyse::analyse(&p);
+    let (idle, poll) = (
+        a.thread_wait_breakdown_ms["idle"],
+        a.thread_wait_breakdown_ms["poll"],
+    );
+    assert!(idle > 200.0 && poll < 20.0, "idle {idle}, poll {poll}");
+}
+
 #[test]
 fn a_poll_on_a_socket_kept_on_the_stack_waits_on_the_socket() {
     let _g = serial();

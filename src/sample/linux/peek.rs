@@ -1,6 +1,7 @@
 //! Reading the target's memory and descriptors at first sight: the first bytes of a
-//! socket's payload (`process_vm_readv`, for `sample::protocol`) and the path of a
-//! file by its device and inode (`/proc/PID/fd/*`).
+//! socket's payload (`process_vm_readv`, for `sample::protocol`), the first
+//! descriptor of a poll set kept on the heap, and the path of a file by its device and
+//! inode (`/proc/PID/fd/*`).
 
 use std::os::unix::fs::MetadataExt;
 
@@ -27,6 +28,12 @@ fn read_mem(pid: i32, addr: u64, n: usize) -> Option<Vec<u8>> {
     let got = usize::try_from(got).ok().filter(|&g| g > 0)?;
     buf.truncate(got);
     Some(buf)
+}
+
+/// The 32-bit integer at `addr` of process `pid`, if all of it could be read.
+pub(crate) fn read_i32(pid: i32, addr: u64) -> Option<i32> {
+    let b: [u8; 4] = read_mem(pid, addr, 4)?.try_into().ok()?;
+    Some(i32::from_le_bytes(b))
 }
 
 /// The protocol of the first `len` bytes at `buf` (a plain buffer, else a msghdr's

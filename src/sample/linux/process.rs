@@ -152,6 +152,9 @@ pub(crate) struct Processor {
     offcpu: OffCpu,
     /// Names the descriptors blocked syscalls wait on (see `fdres`).
     fds: Resolver,
+    /// First `struct pollfd`s read from the targets' memory this round, by (pid,
+    /// address): an array on the heap is read at most once a round.
+    pollfd_reads: HashMap<(i32, u64), Option<i32>>,
     /// The stack made of each thread's last full look, for looks that repeat it.
     last_look: HashMap<i32, (Option<u32>, Option<RawWait>)>,
     kernel_names: Vec<String>,
@@ -203,6 +206,7 @@ impl Processor {
             samples: Vec::new(),
             offcpu: OffCpu::default(),
             fds: Resolver::default(),
+            pollfd_reads: HashMap::new(),
             last_look: HashMap::new(),
             kernel_names: Vec::new(),
             kernel_name_ids: HashMap::new(),
@@ -704,14 +708,14 @@ impl Processor {
                     Some(arg0) if sleeping => Some(RawWait {
                         arg0,
                         resource: resolved.or_else(|| self.fds.resolve(pid, arg0)),
-                        pollfd0: first_pollfd(s, bytes.map(|b| b.bytes.as_slice()), arg0).map(
-                            |fd| {
+                        pollfd0: self
+                            .poll_set(s, pid, bytes.map(|b| b.bytes.as_slice()), arg0)
+                            .map(|fd| {
                                 let r = u64::try_from(fd)
                                     .ok()
                                     .and_then(|f| self.fds.resolve(pid, f));
                                 (fd, r)
-                            },
-                        ),
+                            }),
                     }),
                     _ => None,
                 };
@@ -767,6 +771,30 @@ impl Processor {
 
     pub(crate) fn new_round(&mut self) {
         self.fds.new_round();
+        self.pollfd_reads.clear();
+    }
+
+    /// The descriptor of the first `struct pollfd` of a `poll(fds, nfds, …)` at `addr`:
+    /// from `stack` (SP and the bytes copied from it) when the array lies there (libpq
+    /// keeps it on its stack), else from process `pid`'s memory, while the call is
+    /// still blocked (Python's `select.poll` and `socketserver` keep it on the heap),
+    /// at most once per (pid, address) a round. None below the first page (not a
+    /// pointer: `clock_nanosleep`'s flags, a `select`'s nfds).
+    fn pollfd_at(&mut self, pid: i32, addr: u64, stack: Option<(u64, &[u8])>) -> Option<i32> {
+        if let Some((sp, bytes)) = stack
+            && let Some(off) = addr.checked_sub(sp).and_then(|o| usize::try_from(o).ok())
+            && let Some(b) = bytes.get(off..off.saturating_add(4))
+            && let Ok(b) = <[u8; 4]>::try_from(b)
+        {
+            return Some(i32::from_le_bytes(b));
+        }
+        if addr < 4096 {
+            return None;
+        }
+        *self
+            .pollfd_reads
+            .entry((pid, addr))
+            .or_insert_with(|| super::peek::read_i32(pid, addr))
     }
 
     /// Threads that have not exited, as (pid, tid) by tid: the ones worth a look at
@@ -856,15 +884,10 @@ impl Processor {
     /// The wait of a call seen from /proc: its first argument resolved as a descriptor,
     /// and for poll the first `struct pollfd` when the array lies in the copied stack.
     fn looked_wait(&mut self, o: &super::blocked::Observation, nr: u64, arg0: u64) -> RawWait {
-        let pollfd0 = o
-            .user
-            .as_ref()
-            .filter(|_| super::syscalls::takes_pollfds(nr))
-            .and_then(|(_, sp, stack)| {
-                let off = usize::try_from(arg0.checked_sub(*sp)?).ok()?;
-                let b: [u8; 4] = stack.get(off..off.checked_add(4)?)?.try_into().ok()?;
-                Some(i32::from_le_bytes(b))
-            })
+        let stack = o.user.as_ref().map(|(_, sp, st)| (*sp, st.as_slice()));
+        let pollfd0 = super::syscalls::takes_pollfds(nr)
+            .then(|| self.pollfd_at(o.pid, arg0, stack))
+            .flatten()
             .map(|fd| {
                 let r = u64::try_from(fd)
                     .ok()
@@ -1113,23 +1136,26 @@ fn is_anonymous_code(path: &str) -> bool {
         || path.starts_with("[anon")
 }
 
-/// The descriptor of the first `struct pollfd` of a `poll(fds, nfds, …)` whose set the
-/// caller keeps on its stack (libpq does): read from the switch-out's copy of the user
-/// stack (`copy`, copied from SP upwards: its paired copy or a late read), without
-/// touching the process. Only when the second argument looks like a set's size (1–64),
-/// so the pointer arguments of other blocking calls (a `nanosleep` timespec, a futex
-/// word on the stack) cost no descriptor look-up.
-fn first_pollfd(
-    s: &linux_perf_event_reader::SampleRecord,
-    copy: Option<&[u8]>,
-    addr: u64,
-) -> Option<i32> {
-    let regs = s.user_regs.as_ref()?;
-    if !(1..=64).contains(&regs.get(REG_SI)?) {
-        return None;
+impl Processor {
+    /// The descriptor of the first `struct pollfd` of a switch-out that may be a
+    /// `poll(fds, nfds, …)` (the syscall is told later, from its kernel stack): from the
+    /// switch-out's copy of the user stack (`copy`, copied from SP upwards: its paired
+    /// copy or a late read) or the process's memory ([`Processor::pollfd_at`]). Only
+    /// when the second argument looks like a set's size (1–64), so the pointer
+    /// arguments of other blocking calls (a `nanosleep` timespec, a futex word) cost
+    /// no descriptor look-up.
+    fn poll_set(
+        &mut self,
+        s: &linux_perf_event_reader::SampleRecord,
+        pid: i32,
+        copy: Option<&[u8]>,
+        addr: u64,
+    ) -> Option<i32> {
+        let regs = s.user_regs.as_ref()?;
+        if !(1..=64).contains(&regs.get(REG_SI)?) {
+            return None;
+        }
+        let stack = regs.get(REG_SP).zip(copy);
+        self.pollfd_at(pid, addr, stack)
     }
-    let sp = regs.get(REG_SP)?;
-    let off = usize::try_from(addr.checked_sub(sp)?).ok()?;
-    let b: [u8; 4] = copy?.get(off..off.checked_add(4)?)?.try_into().ok()?;
-    Some(i32::from_le_bytes(b))
 }
