@@ -133,12 +133,10 @@ fn a_tcp_client_makes_25_round_trips_to_a_named_local_service() {
     assert_eq!(r.peer_local, Some(true));
 }
 
-#[test]
-fn a_unix_socket_client_names_the_server_by_its_path() {
-    let _g = serial();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("echo.sock");
-    let path_s = path.to_str().expect("utf-8").to_string();
+/// An echo server on `dir/echo.sock` (a thread of this process, for one client): its
+/// path and its thread.
+fn unix_echo_server(dir: &std::path::Path) -> (String, std::thread::JoinHandle<()>) {
+    let path = dir.join("echo.sock");
     let server = UnixListener::bind(&path).expect("bind");
     server.set_nonblocking(true).expect("nonblocking");
     let t = std::thread::spawn(move || {
@@ -147,6 +145,14 @@ fn a_unix_socket_client_names_the_server_by_its_path() {
             echo(c);
         }
     });
+    (path.to_str().expect("utf-8").to_string(), t)
+}
+
+#[test]
+fn a_unix_socket_client_names_the_server_by_its_path() {
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path_s, t) = unix_echo_server(dir.path());
     let p = profile("python3", &["-c", CLIENT, "unix", &path_s]);
     t.join().expect("server");
     let rows: Vec<&SocketTraffic> = p.sockets.iter().filter(|s| s.round_trips > 0).collect();
@@ -168,16 +174,7 @@ fn a_unix_socket_client_names_the_server_by_its_path() {
 fn without_socket_evidence_the_waits_still_name_the_socket() {
     let _g = serial();
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("echo.sock");
-    let path_s = path.to_str().expect("utf-8").to_string();
-    let server = UnixListener::bind(&path).expect("bind");
-    server.set_nonblocking(true).expect("nonblocking");
-    let t = std::thread::spawn(move || {
-        if let Some((c, _)) = accept(|| server.accept()) {
-            c.set_nonblocking(false).expect("blocking");
-            echo(c);
-        }
-    });
+    let (path_s, t) = unix_echo_server(dir.path());
     let out = dir.path().join("out");
     common::profmap()
         .args(["record", "-q", "--no-socket-evidence", "--out"])

@@ -170,14 +170,14 @@ impl Resolver {
         let link = std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
             .ok()
             .map(|p| p.to_string_lossy().into_owned());
-        let kind = |r: Option<u32>| r.and_then(|i| self.resources.get(i as usize));
         let unconnected = |r: Option<u32>| {
-            kind(r).is_some_and(|r| {
-                r.kind == ResourceKind::SocketUnix
-                    && r.peer.is_none()
-                    && r.local.is_none()
-                    && r.peer_local.is_none()
-            })
+            r.and_then(|i| self.resources.get(i as usize))
+                .is_some_and(|r| {
+                    r.kind == ResourceKind::SocketUnix
+                        && r.peer.is_none()
+                        && r.local.is_none()
+                        && r.peer_local.is_none()
+                })
         };
         // (same link, due for another look, gap) of the cached entry.
         let cached = self.cache.get(&(pid, fd)).map(|s| {

@@ -774,6 +774,28 @@ impl Processor {
         self.pollfd_reads.clear();
     }
 
+    /// The descriptor of the first `struct pollfd` of a switch-out that may be a
+    /// `poll(fds, nfds, …)` (the syscall is told later, from its kernel stack): from the
+    /// switch-out's copy of the user stack (`copy`, copied from SP upwards: its paired
+    /// copy or a late read) or the process's memory ([`Processor::pollfd_at`]). Only
+    /// when the second argument looks like a set's size (1–64), so the pointer
+    /// arguments of other blocking calls (a `nanosleep` timespec, a futex word) cost
+    /// no descriptor look-up.
+    fn poll_set(
+        &mut self,
+        s: &linux_perf_event_reader::SampleRecord,
+        pid: i32,
+        copy: Option<&[u8]>,
+        addr: u64,
+    ) -> Option<i32> {
+        let regs = s.user_regs.as_ref()?;
+        if !(1..=64).contains(&regs.get(REG_SI)?) {
+            return None;
+        }
+        let stack = regs.get(REG_SP).zip(copy);
+        self.pollfd_at(pid, addr, stack)
+    }
+
     /// The descriptor of the first `struct pollfd` of a `poll(fds, nfds, …)` at `addr`:
     /// from `stack` (SP and the bytes copied from it) when the array lies there (libpq
     /// keeps it on its stack), else from process `pid`'s memory, while the call is
@@ -882,7 +904,7 @@ impl Processor {
     }
 
     /// The wait of a call seen from /proc: its first argument resolved as a descriptor,
-    /// and for poll the first `struct pollfd` when the array lies in the copied stack.
+    /// and for poll the first `struct pollfd` (from the copied stack or the heap).
     fn looked_wait(&mut self, o: &super::blocked::Observation, nr: u64, arg0: u64) -> RawWait {
         let stack = o.user.as_ref().map(|(_, sp, st)| (*sp, st.as_slice()));
         let pollfd0 = super::syscalls::takes_pollfds(nr)
@@ -1134,28 +1156,4 @@ fn is_anonymous_code(path: &str) -> bool {
         || path.starts_with("/memfd:")
         || path.starts_with("/dev/zero")
         || path.starts_with("[anon")
-}
-
-impl Processor {
-    /// The descriptor of the first `struct pollfd` of a switch-out that may be a
-    /// `poll(fds, nfds, …)` (the syscall is told later, from its kernel stack): from the
-    /// switch-out's copy of the user stack (`copy`, copied from SP upwards: its paired
-    /// copy or a late read) or the process's memory ([`Processor::pollfd_at`]). Only
-    /// when the second argument looks like a set's size (1–64), so the pointer
-    /// arguments of other blocking calls (a `nanosleep` timespec, a futex word) cost
-    /// no descriptor look-up.
-    fn poll_set(
-        &mut self,
-        s: &linux_perf_event_reader::SampleRecord,
-        pid: i32,
-        copy: Option<&[u8]>,
-        addr: u64,
-    ) -> Option<i32> {
-        let regs = s.user_regs.as_ref()?;
-        if !(1..=64).contains(&regs.get(REG_SI)?) {
-            return None;
-        }
-        let stack = regs.get(REG_SP).zip(copy);
-        self.pollfd_at(pid, addr, stack)
-    }
 }

@@ -290,6 +290,7 @@ fn step(st: &mut State, pid: i32) {
     let Some(seen) = st.seen.remove(&pid) else {
         return;
     };
+    let seen_due = seen.due(monotonic_ns());
     let next = match seen {
         Seen::Other { exe, checks } if checks < MAP_CHECKS => {
             if looks_like_python(pid, &exe) {
@@ -302,24 +303,8 @@ fn step(st: &mut State, pid: i32) {
             }
         }
         Seen::Pending {
-            exe,
-            since,
-            tries,
-            next_ns,
-            why,
-        } => {
-            if next_ns <= monotonic_ns() {
-                attach(st, pid, exe, (since, tries))
-            } else {
-                Seen::Pending {
-                    exe,
-                    since,
-                    tries,
-                    next_ns,
-                    why,
-                }
-            }
-        }
+            exe, since, tries, ..
+        } if seen_due => attach(st, pid, exe, (since, tries)),
         other => other,
     };
     st.seen.insert(pid, next);
