@@ -9,7 +9,7 @@
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-use profmap::profile::{Recording, pmr, read_recording};
+use profmap::profile::{Recording, Samples, pmr, read_recording};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -37,12 +37,12 @@ fn main() {
     let out = BufWriter::new(file);
     let shifted = |k: usize| {
         let left = want.saturating_sub(k * s.samples.len());
-        let mut block: Vec<_> = s.samples.iter().take(left).copied().collect();
-        for x in &mut block {
+        let mut block: Samples = s.samples.iter_woken().take(left).collect();
+        for x in block.iter_mut() {
             x.time_ns += k as u64 * span;
-            if let Some(w) = &mut x.waker {
-                w.time_ns += k as u64 * span;
-            }
+        }
+        for w in block.wakers_mut() {
+            w.time_ns += k as u64 * span;
         }
         block
     };
@@ -50,7 +50,9 @@ fn main() {
         let mut full = head;
         full.version = 1;
         if let Some(h) = full.sampled.as_mut() {
-            h.samples = (0..copies).flat_map(shifted).collect();
+            h.samples = (0..copies)
+                .flat_map(|k| shifted(k).iter_woken().collect::<Vec<_>>())
+                .collect();
         }
         let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::fast());
         serde_json::to_writer(&mut gz, &full).unwrap_or_else(|e| fail(&e.to_string()));
@@ -94,7 +96,7 @@ fn scaled_tables(rec: &Recording, copies: usize, want: usize) -> Recording {
             })
             .filter(|w| (w.sample as usize) < want)
             .collect();
-        h.samples.clear();
+        h.samples = Samples::default();
         h.wall_ms *= copies as f64;
         let q = &mut h.quality;
         for v in [

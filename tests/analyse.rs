@@ -146,7 +146,6 @@ impl Builder {
                 stack: leaf,
                 weight_ns,
                 kind,
-                waker: None,
             });
             self.t += weight_ns;
             match kind {

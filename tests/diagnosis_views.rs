@@ -105,7 +105,6 @@ fn client_of(peers: &[(u16, u32, u32)]) -> SampledProfile {
                 stack: Some(1),
                 weight_ns: MS,
                 kind: SampleKind::OnCpu,
-                waker: None,
             });
             p.waits.push(WaitOn {
                 sample: p.samples.len() as u32,
@@ -122,7 +121,6 @@ fn client_of(peers: &[(u16, u32, u32)]) -> SampledProfile {
                 kind: SampleKind::OffCpu {
                     state: WaitState::Sleeping,
                 },
-                waker: None,
             });
             t += 21 * MS;
         }

@@ -107,7 +107,9 @@ impl EventLoopWaits {
             }
             let ms = s.weight_ns as f64 / 1e6;
             w.total_ms += ms;
-            let name = tree.sample_resources[i]
+            let name = tree
+                .sample_resources
+                .get(i)
                 .and_then(|r| p.resources.get(r as usize))
                 .map_or("-", profmap::analyse::resources::shown_name)
                 .to_string();

@@ -104,12 +104,13 @@ fn apply(rec: &mut Recording, d: &Damage) {
             x.kind = SampleKind::OffCpu {
                 state: WaitState::Sleeping,
             };
-            x.waker = Some(Waker {
+            let waker = Waker {
                 pid: x.pid,
                 tid: x.tid,
                 time_ns: x.time_ns,
                 stack: Some(v),
-            });
+            };
+            s.samples.set_waker(i % n_samples, Some(waker));
         }
         Damage::StackFrame(i, v) if n_stacks > 0 => s.stacks[i % n_stacks].frame = v,
         Damage::StackParent(i, v) if n_stacks > 0 => s.stacks[i % n_stacks].parent = v,

@@ -562,17 +562,31 @@ const SLEEPER: &str = include_str!("fixtures/c/sleeper.c");
 const JOIN: &str = include_str!("fixtures/c/join.c");
 
 /// Off-CPU intervals (not preemptions) whose kernel stack holds a frame containing `k`.
-fn waits_in<'a>(prof: &'a SampledProfile, k: &str) -> Vec<&'a profmap::profile::ThreadSample> {
+/// An off-CPU sample with the wake-up that ended it.
+struct Wait {
+    s: profmap::profile::ThreadSample,
+    waker: Option<profmap::profile::Waker>,
+}
+
+impl std::ops::Deref for Wait {
+    type Target = profmap::profile::ThreadSample;
+    fn deref(&self) -> &Self::Target {
+        &self.s
+    }
+}
+
+fn waits_in(prof: &SampledProfile, k: &str) -> Vec<Wait> {
     prof.samples
-        .iter()
-        .filter(|s| matches!(s.kind, SampleKind::OffCpu { state } if state != WaitState::Preempted))
-        .filter(|s| {
+        .iter_woken()
+        .filter(|(s, _)| matches!(s.kind, SampleKind::OffCpu { state } if state != WaitState::Preempted))
+        .filter(|(s, _)| {
             s.stack
                 .map(|l| prof.stack_frames(l))
                 .unwrap_or_default()
                 .iter()
                 .any(|f| f.kind == FrameKind::Kernel && f.function.contains(k))
         })
+        .map(|(s, waker)| Wait { s, waker })
         .collect()
 }
 
@@ -641,11 +655,12 @@ fn a_join_is_woken_by_the_joined_thread() {
     let _serial = serial();
     let (_dir, prof) = profile_c("join", JOIN);
     assert!(prof.wakers_recorded, "{:?}", prof.quality.warnings);
-    let join = prof
+    let (at, join) = prof
         .samples
         .iter()
-        .filter(|s| s.tid == s.pid && matches!(s.kind, SampleKind::OffCpu { .. }))
-        .max_by_key(|s| s.weight_ns)
+        .enumerate()
+        .filter(|(_, s)| s.tid == s.pid && matches!(s.kind, SampleKind::OffCpu { .. }))
+        .max_by_key(|(_, s)| s.weight_ns)
         .expect("main waits");
     let worker = prof
         .threads
@@ -656,11 +671,11 @@ fn a_join_is_woken_by_the_joined_thread() {
         "main's longest wait: {} ms, {:?}, waker {:?}; worker tid {}",
         join.weight_ns / 1_000_000,
         names(&prof, join.stack),
-        join.waker,
+        prof.samples.waker(at),
         worker.tid
     );
     // The worker computes 50–300 ms depending on the machine and its load.
     assert!(join.weight_ns > 20_000_000, "{} ns", join.weight_ns);
-    let w = join.waker.expect("the join has a waker");
+    let w = prof.samples.waker(at).expect("the join has a waker");
     assert_eq!((w.pid, w.tid), (join.pid, worker.tid));
 }

@@ -452,9 +452,7 @@ pub(crate) fn detail(
     if total == 0 {
         return "no samples were recorded, so there is nothing to classify".to_string();
     }
-    // A set (memory by threads, not by samples), in order as the sorted list was.
-    let threads: std::collections::BTreeSet<(i32, i32)> =
-        p.samples.iter().map(|s| (s.pid, s.tid)).collect();
+    let threads = p.sampled_threads();
     let mut pids: Vec<i32> = threads.iter().map(|t| t.0).collect();
     pids.dedup();
     let processes = pids.len();

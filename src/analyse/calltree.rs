@@ -123,8 +123,8 @@ pub struct CallTree {
     pub sample_categories: Vec<WaitCategory>,
     /// Each sample's deepest node (u32: one per sample; nodes are far fewer than 2^32).
     pub sample_nodes: Vec<u32>,
-    /// What each sample waited on (index into `resources`; see `waited`).
-    pub sample_resources: Vec<Option<u32>>,
+    /// What the samples waited on (index into `resources`; see `waited`).
+    pub sample_resources: waited::SampleResources,
     /// Critical-path time charged to each sample, ns (its whole weight when waits
     /// are not followed; see `CriticalModel`).
     pub sample_crit_ns: Vec<u64>,
@@ -444,7 +444,7 @@ impl<'a> Builder<'a> {
     }
 
     fn run(mut self) -> CallTree {
-        let sampled: HashSet<i32> = self.p.samples.iter().map(|s| s.pid).collect();
+        let sampled: HashSet<i32> = self.p.sampled_threads().iter().map(|t| t.0).collect();
         let parents_of_profiled: HashSet<i32> = self
             .p
             .processes
@@ -463,21 +463,24 @@ impl<'a> Builder<'a> {
         let resources = waited::sample_resources(self.p, &cats);
         let roles = waited::Roles::of(self.p);
         for (i, s) in self.p.samples.iter().enumerate() {
-            let cat = waited::category(self.p, i, cats[i], resources[i], &roles);
+            let cat = waited::category(self.p, i, cats[i], resources.get(i), &roles);
             cats[i] = cat;
             leaves.push(self.add_sample(s, cat) as u32);
         }
-        let mut sample_crit_ns = vec![0u64; self.p.samples.len()];
+        let mut sample_crit_ns;
         let critical = match critical::critical_path(self.p, &|i| cats[i]) {
-            Some(cp) => {
-                for c in &cp.credits {
+            Some(mut cp) => {
+                let model = self.add_critical_path(&cp, &cats, &leaves);
+                sample_crit_ns = std::mem::take(&mut cp.own_ns);
+                for c in &cp.overrides {
                     if let Some(x) = sample_crit_ns.get_mut(c.sample as usize) {
                         *x += c.ns;
                     }
                 }
-                self.add_critical_path(&cp, &cats, &leaves)
+                model
             }
             None => {
+                sample_crit_ns = vec![0u64; self.p.samples.len()];
                 for (i, s) in self.p.samples.iter().enumerate() {
                     let explained = explained_categories(
                         parents_of_profiled.contains(&self.groups.group_of(s.pid)),
@@ -572,7 +575,7 @@ impl<'a> Builder<'a> {
         cats: &[WaitCategory],
         leaves: &[u32],
     ) -> CriticalModel {
-        for c in &cp.credits {
+        for c in cp.credits() {
             let i = c.sample as usize;
             let (Some(&leaf), Some(&cat)) = (leaves.get(i), cats.get(i)) else {
                 continue;
@@ -698,7 +701,7 @@ fn process_groups(p: &SampledProfile, multi_thread: &BTreeSet<i32>) -> HashMap<i
 /// Sampled threads of one process with the same name, the main thread (tid = pid)
 /// aside: tid → lowest tid of its group, and group sizes (groups of 2+ only).
 fn thread_groups(p: &SampledProfile) -> (HashMap<i32, i32>, HashMap<i32, usize>) {
-    let sampled: BTreeSet<(i32, i32)> = p.samples.iter().map(|s| (s.pid, s.tid)).collect();
+    let sampled = p.sampled_threads();
     let mut by_name: HashMap<(i32, &str), Vec<i32>> = HashMap::new();
     for t in &p.threads {
         if t.tid != t.pid && sampled.contains(&(t.pid, t.tid)) {
@@ -750,7 +753,6 @@ mod tests {
             stack: None,
             weight_ns: 1,
             kind: SampleKind::OnCpu,
-            waker: None,
         };
         let p = SampledProfile {
             threads: vec![

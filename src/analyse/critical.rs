@@ -70,8 +70,7 @@ const BURST_MAX_NS: u64 = 10_000_000;
 /// Time of the critical path charged to one sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Credit {
-    /// Index into `SampledProfile::samples` (u32: a credit per sample on the path, so
-    /// the list is as long as the samples; a recording holds at most 50 M).
+    /// Index into `SampledProfile::samples` (u32: a recording holds at most 50 M).
     pub sample: u32,
     pub ns: u64,
     /// The category this time counts as, when not the sample's own: `lock` for time
@@ -92,7 +91,11 @@ pub struct Unsampled {
 /// The critical path of one profile.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CriticalPath {
-    pub credits: Vec<Credit>,
+    /// Time charged to each sample in its own category, by sample index (one sum per
+    /// sample, not one record per charge: a CPU-bound program has a charge per sample).
+    pub own_ns: Vec<u64>,
+    /// Time charged in another category than the sample's own, in walk order.
+    pub overrides: Vec<Credit>,
     pub unsampled: Vec<Unsampled>,
     /// From the first to the last activity of the tree, ns.
     pub span_ns: u64,
@@ -101,6 +104,19 @@ pub struct CriticalPath {
     pub unattributed_ns: u64,
     /// Off-CPU time (of all threads) that was followed to its waker, ns.
     pub followed_ns: u64,
+}
+
+impl CriticalPath {
+    /// Every charge: the own-category sums (category `None`), then the overrides.
+    pub fn credits(&self) -> impl Iterator<Item = Credit> + '_ {
+        let own = self.own_ns.iter().enumerate().filter(|(_, ns)| **ns > 0);
+        own.map(|(i, &ns)| Credit {
+            sample: i as u32,
+            ns,
+            category: None,
+        })
+        .chain(self.overrides.iter().copied())
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -173,7 +189,8 @@ pub fn followed_waker(p: &SampledProfile, i: usize, category: WaitCategory) -> O
         category,
         WaitCategory::Sleep | WaitCategory::File | WaitCategory::PageFault
     );
-    s.waker
+    p.samples
+        .waker(i)
         .filter(|w| w.tid != s.tid && !hardware && !is_interrupt_wake(p, w.stack))
         .map(|w| (w.tid, w.time_ns))
 }
@@ -197,6 +214,7 @@ pub fn critical_path(
         p,
         lines: &lines,
         cp: CriticalPath {
+            own_ns: vec![0; p.samples.len()],
             span_ns: last.saturating_sub(first),
             ..Default::default()
         },
@@ -542,11 +560,21 @@ impl Walk<'_> {
     }
 
     fn credit(&mut self, sample: usize, ns: u64, category: Option<WaitCategory>) {
-        self.cp.credits.push(Credit {
-            sample: sample as u32,
-            ns,
-            category,
-        });
+        match category {
+            None => {
+                if let Some(x) = self.cp.own_ns.get_mut(sample) {
+                    *x += ns;
+                }
+            }
+            Some(_) => match self.cp.overrides.last_mut() {
+                Some(c) if c.sample as usize == sample && c.category == category => c.ns += ns,
+                _ => self.cp.overrides.push(Credit {
+                    sample: sample as u32,
+                    ns,
+                    category,
+                }),
+            },
+        }
     }
 
     /// Where, within `[lo, hi)`, thread `c` began a wait that thread `tid` ended (the
@@ -634,7 +662,6 @@ mod tests {
                     stack: None,
                     weight_ns: MS,
                     kind: SampleKind::OnCpu,
-                    waker: None,
                 });
             }
             self
@@ -648,7 +675,7 @@ mod tests {
                 time_ns: t,
                 stack: None,
             });
-            self.0.samples.push(ThreadSample {
+            let s = ThreadSample {
                 pid,
                 tid,
                 time_ns: from_ns,
@@ -657,8 +684,8 @@ mod tests {
                 kind: SampleKind::OffCpu {
                     state: WaitState::Sleeping,
                 },
-                waker,
-            });
+            };
+            self.0.samples.push_woken(s, waker);
             self
         }
 
@@ -681,7 +708,7 @@ mod tests {
     /// Critical-path ns per tid (credits and unsampled time), and per category override.
     fn per_tid(p: &SampledProfile, cp: &CriticalPath) -> HashMap<i32, u64> {
         let mut m: HashMap<i32, u64> = HashMap::new();
-        for c in &cp.credits {
+        for c in cp.credits() {
             *m.entry(p.samples[c.sample as usize].tid).or_default() += c.ns;
         }
         for u in &cp.unsampled {
@@ -692,15 +719,14 @@ mod tests {
 
     /// Time charged with the category `cat` given explicitly (not the sample's own).
     fn charged_as(cp: &CriticalPath, cat: WaitCategory) -> u64 {
-        cp.credits
-            .iter()
+        cp.credits()
             .filter(|c| c.category == Some(cat))
             .map(|c| c.ns)
             .sum()
     }
 
     fn total(cp: &CriticalPath) -> u64 {
-        cp.credits.iter().map(|c| c.ns).sum::<u64>()
+        cp.credits().map(|c| c.ns).sum::<u64>()
             + cp.unsampled.iter().map(|u| u.ns).sum::<u64>()
             + cp.unattributed_ns
     }
@@ -725,12 +751,8 @@ mod tests {
         assert_eq!(by.get(&2).copied(), Some(4 * MS));
         assert_eq!(by.get(&3).copied(), Some(5 * MS));
         // The producer's idle tail (off-CPU after its work) is on nobody's path.
-        assert!(
-            cp.credits
-                .iter()
-                .all(|c| p.0.samples[c.sample as usize].tid != 2
-                    || p.0.samples[c.sample as usize].kind == SampleKind::OnCpu)
-        );
+        assert!(cp.credits().all(|c| p.0.samples[c.sample as usize].tid != 2
+            || p.0.samples[c.sample as usize].kind == SampleKind::OnCpu));
     }
 
     #[test]
@@ -773,8 +795,9 @@ mod tests {
             frame: 0,
         });
         let last = p.0.samples.len() - 11;
-        if let Some(w) = p.0.samples[last].waker.as_mut() {
+        if let Some(mut w) = p.0.samples.waker(last) {
             w.stack = Some(0);
+            p.0.samples.set_waker(last, Some(w));
         }
         let cp = p.path(&[]);
         let by = per_tid(&p.0, &cp);

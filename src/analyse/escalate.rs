@@ -315,7 +315,6 @@ mod tests {
             stack: Some(stack),
             weight_ns: ms * 1_000_000,
             kind: SampleKind::OnCpu,
-            waker: None,
         };
         let p = SampledProfile {
             frames: vec![
@@ -346,7 +345,7 @@ mod tests {
                     frame: 1,
                 },
             ],
-            samples: vec![sample(1, 30), sample(2, 50), sample(3, 40), sample(4, 1)],
+            samples: vec![sample(1, 30), sample(2, 50), sample(3, 40), sample(4, 1)].into(),
             ..SampledProfile::default()
         };
         assert_eq!(

@@ -45,6 +45,7 @@ pub use calltree::{CallNode, CallTree, NodeLabel};
 pub use classify::WaitCategory;
 pub use hotspots::Hotspot;
 pub use steps::{Step, StepType};
+pub use waited::SampleResources;
 
 /// Bottleneck classes, serialized as the schema's strings.
 #[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug, Hash)]

@@ -115,8 +115,8 @@ pub fn shown_name(r: &Resource) -> &str {
 pub fn resource_use(p: &SampledProfile, tree: &super::calltree::CallTree) -> Vec<ResourceUse> {
     let critical = !matches!(tree.critical, super::calltree::CriticalModel::ThreadTime);
     let mut acc: Vec<Option<Acc>> = vec![None; p.resources.len()];
-    for (i, s) in p.samples.iter().enumerate() {
-        let Some(r) = tree.sample_resources.get(i).copied().flatten() else {
+    for (i, r) in tree.sample_resources.iter() {
+        let Some(s) = p.samples.get(i) else {
             continue;
         };
         let Some(slot) = acc.get_mut(r as usize) else {
@@ -360,7 +360,6 @@ mod tests {
             kind: SampleKind::OffCpu {
                 state: WaitState::Sleeping,
             },
-            waker: None,
         }
     }
 
@@ -394,7 +393,8 @@ mod tests {
                 off(30, 40),
                 off(100, 1),
                 off(200, 9),
-            ],
+            ]
+            .into(),
             resources: vec![res("db:5432"), res("cache:6379"), res("unused:1")],
             waits: vec![
                 wait(0, Some(1)),
@@ -419,7 +419,7 @@ mod tests {
     #[test]
     fn dropping_samples_keeps_the_waits_on_theirs() {
         let mut p = SampledProfile {
-            samples: vec![off(0, 10), off(20, 5), off(30, 40)],
+            samples: vec![off(0, 10), off(20, 5), off(30, 40)].into(),
             resources: vec![res("a:1")],
             waits: vec![wait(0, Some(0)), wait(2, Some(0))],
             ..SampledProfile::default()

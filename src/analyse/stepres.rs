@@ -67,12 +67,11 @@ pub(crate) fn fill(
             cur = tree.nodes.get(n).and_then(|x| x.parent);
         }
     };
-    for (i, s) in p.samples.iter().enumerate() {
-        let (Some(Some(r)), Some(&leaf)) = (tree.sample_resources.get(i), tree.sample_nodes.get(i))
-        else {
+    for (i, r) in tree.sample_resources.iter() {
+        let (Some(s), Some(&leaf)) = (p.samples.get(i), tree.sample_nodes.get(i)) else {
             continue;
         };
-        let Some(&row) = row_of.get(*r as usize).and_then(Option::as_ref) else {
+        let Some(&row) = row_of.get(r as usize).and_then(Option::as_ref) else {
             continue;
         };
         let crit = tree.sample_crit_ns.get(i).copied().unwrap_or(0);

@@ -89,31 +89,64 @@ impl Roles {
     }
 }
 
+/// What samples waited on (index into `resources`), for the samples that waited on a
+/// known one, ascending by sample index: a side table, as most samples (on-CPU ticks)
+/// wait on nothing.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SampleResources(Vec<(u32, u32)>);
+
+impl SampleResources {
+    /// Sample `i`'s resource, if it waited on a known one.
+    pub fn get(&self, i: usize) -> Option<u32> {
+        let k = self.0.binary_search_by_key(&i, |e| e.0 as usize).ok()?;
+        Some(self.0[k].1)
+    }
+
+    /// (sample index, resource) for every sample with one, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, u32)> + '_ {
+        self.0.iter().map(|&(i, r)| (i as usize, r))
+    }
+
+    /// Sample by sample, for the first `n` samples (tests read it so).
+    #[cfg(test)]
+    pub fn dense(&self, n: usize) -> Vec<Option<u32>> {
+        (0..n).map(|i| self.get(i)).collect()
+    }
+}
+
 /// Each sample's resource (index into `resources`), from the waits table, with
 /// event-loop waits attributed to the reply read right after them.
-pub fn sample_resources(p: &SampledProfile, cats: &[WaitCategory]) -> Vec<Option<u32>> {
-    let mut out = vec![None; p.samples.len()];
-    for w in &p.waits {
-        if let (Some(r), Some(slot)) = (w.resource, out.get_mut(w.sample as usize))
-            && (r as usize) < p.resources.len()
-        {
-            *slot = Some(r);
-        }
-    }
+pub fn sample_resources(p: &SampledProfile, cats: &[WaitCategory]) -> SampleResources {
+    let valid = |i: u32, r: u32| (i as usize) < p.samples.len() && (r as usize) < p.resources.len();
+    let mut named: Vec<(u32, u32)> = (p.waits.iter())
+        .filter_map(|w| w.resource.map(|r| (w.sample, r)))
+        .filter(|&(i, r)| valid(i, r))
+        .collect();
+    // Ascending by sample; of two entries for one sample the later one counts.
+    named.sort_by_key(|e| e.0);
+    named.reverse();
+    named.dedup_by_key(|e| e.0);
+    named.reverse();
     let after = AfterWake::of(p);
     if after.is_empty() {
-        return out;
+        return SampleResources(named);
     }
+    let mut out = Vec::with_capacity(named.len());
+    let mut from_waits = named.into_iter().peekable();
     for (i, s) in p.samples.iter().enumerate() {
-        if !is_event_loop_wait(p, s.kind, cats.get(i).copied(), out[i]) {
-            continue;
+        let known = from_waits.next_if(|e| e.0 as usize == i).map(|e| e.1);
+        let mut r = known;
+        if is_event_loop_wait(p, s.kind, cats.get(i).copied(), known) {
+            let end = s.time_ns.saturating_add(s.weight_ns);
+            if let Some(Woke::Reply(reply)) = after.next(s.pid, s.tid, end) {
+                r = Some(reply);
+            }
         }
-        let end = s.time_ns.saturating_add(s.weight_ns);
-        if let Some(Woke::Reply(r)) = after.next(s.pid, s.tid, end) {
-            out[i] = Some(r);
+        if let Some(r) = r {
+            out.push((i as u32, r));
         }
     }
-    out
+    SampleResources(out)
 }
 
 /// By sample index, the off-CPU samples after which the thread took a client's work:
@@ -257,7 +290,7 @@ pub fn category(
     let unexplained_poll = refined == WaitCategory::Poll
         && p.sockets_recorded
         && p.wakers_recorded
-        && s.waker.is_none();
+        && p.samples.waker(i).is_none();
     if unexplained_poll {
         WaitCategory::Idle
     } else {
@@ -282,7 +315,6 @@ mod tests {
             kind: SampleKind::OffCpu {
                 state: WaitState::Sleeping,
             },
-            waker: None,
         }
     }
 
@@ -324,7 +356,8 @@ mod tests {
                 poll_wait(7, 0, 10),
                 poll_wait(7, 20, 10),
                 poll_wait(8, 0, 10),
-            ],
+            ]
+            .into(),
             resources: vec![db()],
             sockets: vec![traffic(vec![
                 Turn {
@@ -343,18 +376,21 @@ mod tests {
         };
         let cats = vec![WaitCategory::Poll; 3];
         let r = sample_resources(&p, &cats);
-        assert_eq!(r, vec![Some(0), None, None]);
+        assert_eq!(r.dense(3), vec![Some(0), None, None]);
         let roles = Roles::of(&p);
         assert_eq!(roles.role, vec![ResourceRole::Database]);
-        assert_eq!(category(&p, 0, cats[0], r[0], &roles), WaitCategory::Db);
+        assert_eq!(category(&p, 0, cats[0], r.get(0), &roles), WaitCategory::Db);
         // Nothing read after it and no waker in the run: idle.
-        assert_eq!(category(&p, 1, cats[1], r[1], &roles), WaitCategory::Idle);
+        assert_eq!(
+            category(&p, 1, cats[1], r.get(1), &roles),
+            WaitCategory::Idle
+        );
     }
 
     #[test]
     fn without_socket_records_an_unexplained_poll_stays_unknown() {
         let p = SampledProfile {
-            samples: vec![poll_wait(7, 0, 10)],
+            samples: vec![poll_wait(7, 0, 10)].into(),
             wakers_recorded: true,
             ..SampledProfile::default()
         };
@@ -407,7 +443,7 @@ mod tests {
         let r = sample_resources(p, &cats);
         let roles = Roles::of(p);
         (0..p.samples.len())
-            .map(|i| category(p, i, cats[i], r[i], &roles))
+            .map(|i| category(p, i, cats[i], r.get(i), &roles))
             .collect()
     }
 
@@ -424,7 +460,8 @@ mod tests {
                 wait_us(7, 10_200, 25_000),
                 wait_us(7, 26_000, 40_000),
                 wait_us(7, 41_000, 60_000),
-            ],
+            ]
+            .into(),
             resources: vec![conn],
             sockets: vec![served],
             sockets_recorded: true,
@@ -432,7 +469,7 @@ mod tests {
         };
         let cats = vec![Poll; 4];
         assert_eq!(
-            sample_resources(&p, &cats),
+            sample_resources(&p, &cats).dense(4),
             vec![None; 4],
             "not the connection"
         );
@@ -451,7 +488,7 @@ mod tests {
         // thread of the process read a newly accepted connection's first request.
         let (conn, served) = accepted(Vec::new(), 10_500);
         let p = SampledProfile {
-            samples: vec![wait_us(7, 0, 10_000), wait_us(8, 0, 10_400)],
+            samples: vec![wait_us(7, 0, 10_000), wait_us(8, 0, 10_400)].into(),
             resources: vec![db(), conn],
             sockets: vec![
                 traffic(vec![turn_us(7, 11_500)]),
@@ -464,7 +501,7 @@ mod tests {
             ..SampledProfile::default()
         };
         assert_eq!(
-            sample_resources(&p, &[WaitCategory::Poll; 2]),
+            sample_resources(&p, &[WaitCategory::Poll; 2]).dense(2),
             vec![Some(0), None]
         );
         assert_eq!(categories(&p), vec![WaitCategory::Db, WaitCategory::Idle]);
@@ -475,7 +512,7 @@ mod tests {
         // A MySQL-like client: it opened the connection, read the greeting first, and
         // its turns are its requests, not the replies.
         let p = SampledProfile {
-            samples: vec![poll_wait(7, 0, 10)],
+            samples: vec![poll_wait(7, 0, 10)].into(),
             resources: vec![db()],
             sockets: vec![SocketTraffic {
                 sent_first: false,
@@ -484,7 +521,10 @@ mod tests {
             sockets_recorded: true,
             ..SampledProfile::default()
         };
-        assert_eq!(sample_resources(&p, &[WaitCategory::Poll]), vec![None]);
+        assert_eq!(
+            sample_resources(&p, &[WaitCategory::Poll]).dense(1),
+            vec![None]
+        );
         assert_eq!(categories(&p), vec![WaitCategory::Poll]);
     }
 }

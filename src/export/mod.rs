@@ -17,7 +17,9 @@ pub mod speedscope;
 
 use std::io::Write;
 
-use crate::analyse::WaitCategory;
+use std::borrow::Cow;
+
+use crate::analyse::{SampleResources, WaitCategory};
 use crate::error::Error;
 use crate::plan::ExportFormat;
 use crate::profile::{Recording, SampledProfile};
@@ -29,12 +31,13 @@ pub struct Input<'a> {
     pub rec: &'a Recording,
     /// Its deep profile, without profmap's own activity (the profile the analysis
     /// worked on, so `categories` and `resources` index its samples).
-    pub profile: std::borrow::Cow<'a, SampledProfile>,
+    pub profile: Cow<'a, SampledProfile>,
     /// Per sample (same index): the wait category the analysis gave it (`cpu` for
-    /// on-CPU samples).
-    pub categories: Vec<WaitCategory>,
-    /// Per sample: the resource it waited on (index into `profile.resources`).
-    pub resources: Vec<Option<u32>>,
+    /// on-CPU samples). Borrowed from the analysis when there is one (a table per
+    /// sample: not copied).
+    pub categories: Cow<'a, [WaitCategory]>,
+    /// What samples waited on (index into `profile.resources`).
+    pub resources: Cow<'a, SampleResources>,
 }
 
 impl<'a> Input<'a> {
@@ -42,21 +45,26 @@ impl<'a> Input<'a> {
     pub fn new(rec: &'a Recording) -> Option<Input<'a>> {
         let profile = crate::analyse::analysed_profile(rec.sampled.as_ref()?);
         let a = crate::analyse::analyse(&profile);
-        Some(Input::with_analysis(rec, profile, &a))
+        Some(Input {
+            rec,
+            profile,
+            categories: Cow::Owned(a.call_tree.sample_categories),
+            resources: Cow::Owned(a.call_tree.sample_resources),
+        })
     }
 
     /// The input for `rec` when its profile (as [`crate::analyse::analysed_profile`]
     /// gives it) has been analysed already.
     pub fn with_analysis(
         rec: &'a Recording,
-        profile: std::borrow::Cow<'a, SampledProfile>,
-        a: &crate::analyse::Analysis,
+        profile: Cow<'a, SampledProfile>,
+        a: &'a crate::analyse::Analysis,
     ) -> Input<'a> {
         Input {
             rec,
             profile,
-            categories: a.call_tree.sample_categories.clone(),
-            resources: a.call_tree.sample_resources.clone(),
+            categories: Cow::Borrowed(&a.call_tree.sample_categories),
+            resources: Cow::Borrowed(&a.call_tree.sample_resources),
         }
     }
 
@@ -70,7 +78,7 @@ impl<'a> Input<'a> {
 
     /// The name of the resource sample `i` waited on, when known.
     pub fn resource_name(&self, i: usize) -> Option<&str> {
-        let r = self.resources.get(i).copied().flatten()?;
+        let r = self.resources.get(i)?;
         self.profile
             .resources
             .get(r as usize)

@@ -277,7 +277,6 @@ mod tests {
             stack,
             weight_ns: 10,
             kind: SampleKind::OnCpu,
-            waker: None,
         };
         let mut wait = tick(30, Some(1));
         wait.kind = SampleKind::OffCpu {
@@ -295,7 +294,7 @@ mod tests {
                     frame: 42,
                 },
             ],
-            samples: vec![tick(10, Some(0)), tick(20, Some(9)), wait],
+            samples: vec![tick(10, Some(0)), tick(20, Some(9)), wait].into(),
             ..Default::default()
         };
         (rec, p)
@@ -307,8 +306,8 @@ mod tests {
         let input = Input {
             rec: &rec,
             profile: std::borrow::Cow::Borrowed(&p),
-            categories: Vec::new(),
-            resources: Vec::new(),
+            categories: Vec::new().into(),
+            resources: std::borrow::Cow::Owned(Default::default()),
         };
         let file = build(&input);
         let n = file.shared.frames.len() as u32;

@@ -163,16 +163,18 @@ mod tests {
             kind: FrameKind::Kernel,
             inlined: false,
         };
-        let sample = |waker| ThreadSample {
-            pid: 1,
-            tid: 2,
-            time_ns: 10,
-            stack: None,
-            weight_ns: 5,
-            kind: SampleKind::OffCpu {
-                state: WaitState::Sleeping,
-            },
-            waker,
+        let sample = |waker| {
+            let s = ThreadSample {
+                pid: 1,
+                tid: 2,
+                time_ns: 10,
+                stack: None,
+                weight_ns: 5,
+                kind: SampleKind::OffCpu {
+                    state: WaitState::Sleeping,
+                },
+            };
+            (s, waker)
         };
         let waker = Waker {
             pid: 3,
@@ -186,7 +188,7 @@ mod tests {
                 parent: None,
                 frame: 0,
             }],
-            samples: vec![sample(Some(waker)), sample(None)],
+            samples: [sample(Some(waker)), sample(None)].into_iter().collect(),
             wakers_recorded: true,
             ..SampledProfile::default()
         };
@@ -198,6 +200,7 @@ mod tests {
         assert_eq!(back, rec);
         let s = back.sampled.expect("sampled");
         assert!(s.wakers_recorded);
-        assert_eq!(s.samples[0].waker, Some(waker));
+        assert_eq!(s.samples.waker(0), Some(waker));
+        assert_eq!(s.samples.waker(1), None);
     }
 }

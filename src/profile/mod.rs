@@ -22,6 +22,7 @@ mod io;
 pub mod pmr;
 mod python;
 mod sampled;
+mod samples;
 mod source;
 pub mod spool;
 pub mod validate;
@@ -41,6 +42,7 @@ pub use sampled::{
     ResourceKind, SampleKind, SampleQuality, SampledProfile, SocketTraffic, StackNode, ThreadInfo,
     ThreadSample, Turn, WaitOn, WaitState, Waker,
 };
+pub use samples::{Samples, Woken};
 pub use source::MAX_JSON_BYTES;
 
 use serde::{Deserialize, Serialize};

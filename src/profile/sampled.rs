@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::Samples;
+
 /// The result of one profiled run, already symbolized.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct SampledProfile {
@@ -15,7 +17,8 @@ pub struct SampledProfile {
     pub threads: Vec<ThreadInfo>,
     pub frames: Vec<Frame>,
     pub stacks: Vec<StackNode>,
-    pub samples: Vec<ThreadSample>,
+    /// With the wake-ups that ended off-CPU samples beside them (see [`Samples`]).
+    pub samples: Samples,
     pub quality: SampleQuality,
     /// True when the sampler recorded wake-ups (`sched:sched_waking`): an off-CPU
     /// sample without a `waker` was then ended by something outside the profiled tree
@@ -297,10 +300,6 @@ pub struct ThreadSample {
     /// On-CPU: the sampling period; off-CPU: the interval's duration.
     pub weight_ns: u64,
     pub kind: SampleKind,
-    /// Off-CPU only: the thread of the profiled tree whose wake-up ended the interval,
-    /// when one did (see `SampledProfile::wakers_recorded`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub waker: Option<Waker>,
 }
 
 /// The wake-up that ended an off-CPU interval: issued by a thread of the profiled tree
@@ -373,16 +372,25 @@ impl SampledProfile {
         out
     }
 
-    /// Keep the samples `keep` says to, with the waits table following them.
-    pub fn retain_samples(&mut self, keep: impl Fn(&ThreadSample) -> bool) {
-        let mut new_index = Vec::with_capacity(self.samples.len());
-        let mut n = 0u32;
+    /// The (pid, tid) of every thread with a sample, in order. Inserted one by one:
+    /// collecting would first gather (and sort) a pair per sample.
+    pub fn sampled_threads(&self) -> std::collections::BTreeSet<(i32, i32)> {
+        let mut out = std::collections::BTreeSet::new();
+        let mut last = None;
         for s in &self.samples {
-            let kept = keep(s);
-            new_index.push(kept.then_some(n));
-            n += u32::from(kept);
+            // Samples come in runs of one thread: look the set up once a run.
+            if last != Some((s.pid, s.tid)) {
+                last = Some((s.pid, s.tid));
+                out.insert((s.pid, s.tid));
+            }
         }
-        self.samples.retain(|s| keep(s));
+        out
+    }
+
+    /// Keep the samples `keep` says to, with the wakers and the waits table following
+    /// them.
+    pub fn retain_samples(&mut self, keep: impl Fn(&ThreadSample) -> bool) {
+        let new_index = self.samples.retain(keep);
         self.waits.retain_mut(|w| {
             let to = new_index.get(w.sample as usize).copied().flatten();
             if let Some(to) = to {

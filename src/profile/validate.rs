@@ -267,7 +267,7 @@ fn samples(s: &SampledProfile) -> Result<(), String> {
         ns(format_args!("sample {i} time_ns"), x.time_ns)?;
         ns(format_args!("sample {i} weight_ns"), x.weight_ns)?;
         total = total.saturating_add(x.weight_ns);
-        if let Some(w) = x.waker {
+        if let Some(w) = s.samples.waker(i) {
             if x.kind == SampleKind::OnCpu {
                 return Err(format!(
                     "sample {i} is on-CPU but has a waker (only off-CPU intervals are woken)"

@@ -88,7 +88,6 @@ fn profile(n: u64, unnamed: u64, wall_ms: f64, quality: SampleQuality) -> Sample
         stack: Some(stack),
         weight_ns: 1_000_000,
         kind: SampleKind::OnCpu,
-        waker: None,
     };
     SampledProfile {
         wall_ms,
@@ -282,7 +281,6 @@ fn a_few_exact_off_cpu_intervals_holding_the_time_support_a_verdict() {
         kind: SampleKind::OffCpu {
             state: crate::profile::WaitState::Sleeping,
         },
-        waker: None,
     });
     p.quality.off_cpu_intervals = 1;
     let q = assess_rec(&recording(&[1000.0; 3], Some(p.clone())));

@@ -184,8 +184,8 @@ fn keep(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::WaitState;
     use crate::profile::{Frame, Resource, ResourceKind, SampleKind, StackNode, ThreadSample};
-    use crate::profile::{WaitState, Waker};
 
     #[test]
     fn syscall_names_come_from_entry_points_and_helpers() {
@@ -236,7 +236,6 @@ mod tests {
             kind: SampleKind::OffCpu {
                 state: WaitState::Sleeping,
             },
-            waker: None::<Waker>,
         };
         let res = |name: &str| Resource {
             kind: ResourceKind::Pipe,
@@ -254,7 +253,7 @@ mod tests {
                 kernel("__x64_sys_futex"),
             ],
             stacks,
-            samples: vec![sample(1), sample(2), sample(1)],
+            samples: vec![sample(1), sample(2), sample(1)].into(),
             resources: vec![res("unused"), res("pipe:[7]")],
             ..SampledProfile::default()
         };

@@ -28,7 +28,7 @@ use blazesym::symbolize::source::{Elf, Kernel, Source};
 use blazesym::symbolize::{Input, Sym, Symbolized, Symbolizer};
 
 use crate::profile::{
-    Frame, FrameKind, ProcessInfo, SampleKind, SampleQuality, SampledProfile, StackNode,
+    Frame, FrameKind, ProcessInfo, SampleKind, SampleQuality, SampledProfile, Samples, StackNode,
     ThreadInfo, ThreadSample,
 };
 use crate::sample::{RawFrame, RawProfile};
@@ -73,24 +73,27 @@ pub fn symbolize(raw: &RawProfile) -> SampledProfile {
         node_map.push(cur);
     }
 
-    let samples: Vec<ThreadSample> = raw
+    let samples: Samples = raw
         .samples
         .iter()
-        .map(|s| ThreadSample {
-            pid: s.pid,
-            tid: s.tid,
-            time_ns: s.time_ns,
-            stack: s
-                .stack
-                .and_then(|i| node_map.get(i as usize).copied().flatten()),
-            weight_ns: s.weight_ns,
-            kind: s.kind,
-            waker: s.waker.map(|w| crate::profile::Waker {
+        .map(|s| {
+            let sample = ThreadSample {
+                pid: s.pid,
+                tid: s.tid,
+                time_ns: s.time_ns,
+                stack: s
+                    .stack
+                    .and_then(|i| node_map.get(i as usize).copied().flatten()),
+                weight_ns: s.weight_ns,
+                kind: s.kind,
+            };
+            let waker = s.waker.map(|w| crate::profile::Waker {
                 stack: w
                     .stack
                     .and_then(|i| node_map.get(i as usize).copied().flatten()),
                 ..w
-            }),
+            });
+            (sample, waker)
         })
         .collect();
 

@@ -327,7 +327,6 @@ mod tests {
                 stack: parent,
                 weight_ns,
                 kind,
-                waker: None,
             });
         }
         p
@@ -424,7 +423,6 @@ mod tests {
             stack: Some(2),
             weight_ns: 1_000_000,
             kind: SampleKind::OnCpu,
-            waker: None,
         });
         p
     }

@@ -6,10 +6,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::profile::{Frame, FrameKind, ResourceKind, RunMeasurement, SampledProfile};
 
-use super::super::Analysis;
 use super::super::bottleneck::Bottleneck;
 use super::super::resources::{ResourceRole, ResourceUse, StepResource};
 use super::super::steps::{Step, ms};
+use super::super::{Analysis, SampleResources};
 use super::stacks::{self, frames_of};
 
 /// Everything the rules read.
@@ -286,7 +286,11 @@ fn row_key(r: &crate::profile::Resource) -> (i32, String) {
 
 /// Socket peers, from the waits (`ResourceUse`, and each sample's resource as the
 /// analysis attributed it) and the socket traffic.
-fn peers(p: &SampledProfile, uses: &[ResourceUse], sample_resources: &[Option<u32>]) -> Vec<Peer> {
+fn peers(
+    p: &SampledProfile,
+    uses: &[ResourceUse],
+    sample_resources: &SampleResources,
+) -> Vec<Peer> {
     let mut out: Vec<Peer> = Vec::new();
     let mut at: HashMap<(i32, String), usize> = HashMap::new();
     for u in uses.iter().filter(|u| is_socket(u.kind)) {
@@ -351,13 +355,8 @@ fn peers(p: &SampledProfile, uses: &[ResourceUse], sample_resources: &[Option<u3
         }
     }
     let mut sites: HashMap<(usize, String), u64> = HashMap::new();
-    for (k, s) in p.samples.iter().enumerate() {
-        let Some(r) = sample_resources
-            .get(k)
-            .copied()
-            .flatten()
-            .and_then(|i| p.resources.get(i as usize))
-        else {
+    for (k, r) in sample_resources.iter() {
+        let (Some(s), Some(r)) = (p.samples.get(k), p.resources.get(r as usize)) else {
             continue;
         };
         if let Some(&i) = at.get(&row_key(r)) {

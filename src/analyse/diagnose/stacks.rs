@@ -62,9 +62,11 @@ pub(super) fn syncs(p: &SampledProfile) -> Vec<SyncFact> {
 /// (within [`HOLDER_WINDOW_NS`]): what it was running while the waiters queued. Waits
 /// nobody profiled ended are left out of the holders.
 pub(super) fn lock_waits(p: &SampledProfile, holders: bool) -> Vec<(String, f64)> {
-    let on_cpu = on_cpu_by_thread(p);
+    // Built on the first wake-up recorded without the waker's stack: most profiles
+    // have none, and the table holds every on-CPU sample.
+    let mut on_cpu = None;
     let mut by: HashMap<String, (u64, std::collections::BTreeSet<i32>)> = HashMap::new();
-    for s in &p.samples {
+    for (i, s) in p.samples.iter().enumerate() {
         if s.kind == SampleKind::OnCpu {
             continue;
         }
@@ -73,11 +75,13 @@ pub(super) fn lock_waits(p: &SampledProfile, holders: bool) -> Vec<(String, f64)
         if categorize(s.kind, &frames) != WaitCategory::Lock {
             continue;
         }
-        let (tid, stack) = match (&s.waker, holders) {
+        let (tid, stack) = match (p.samples.waker(i), holders) {
             (Some(wk), true) => (
                 wk.tid,
-                wk.stack
-                    .or_else(|| last_on_cpu(&on_cpu, wk.tid, wk.time_ns)),
+                wk.stack.or_else(|| {
+                    let by_thread = on_cpu.get_or_insert_with(|| on_cpu_by_thread(p));
+                    last_on_cpu(p, by_thread, wk.tid, wk.time_ns)
+                }),
             ),
             (None, true) => continue,
             (_, false) => (s.tid, s.stack),
@@ -138,23 +142,28 @@ fn is_lock_plumbing(function: &str) -> bool {
 /// it was running.
 pub const HOLDER_WINDOW_NS: u64 = 20_000_000;
 
-/// Each thread's on-CPU samples as (time, stack), in time order.
-fn on_cpu_by_thread(p: &SampledProfile) -> HashMap<i32, Vec<(u64, Option<u32>)>> {
-    let mut by: HashMap<i32, Vec<(u64, Option<u32>)>> = HashMap::new();
-    for s in p.samples.iter().filter(|s| s.kind == SampleKind::OnCpu) {
-        by.entry(s.tid).or_default().push((s.time_ns, s.stack));
+/// Each thread's on-CPU samples (indices into `p.samples`), in time order.
+fn on_cpu_by_thread(p: &SampledProfile) -> HashMap<i32, Vec<u32>> {
+    let mut by: HashMap<i32, Vec<u32>> = HashMap::new();
+    for (i, s) in p.samples.iter().enumerate() {
+        if s.kind == SampleKind::OnCpu {
+            // Indices fit: a recording holds at most `validate::MAX_SAMPLES` (50 M).
+            by.entry(s.tid).or_default().push(i as u32);
+        }
     }
     for v in by.values_mut() {
-        v.sort_unstable_by_key(|x| x.0);
+        v.sort_unstable_by_key(|&i| p.samples[i as usize].time_ns);
     }
     by
 }
 
-fn last_on_cpu(by: &HashMap<i32, Vec<(u64, Option<u32>)>>, tid: i32, t: u64) -> Option<u32> {
+fn last_on_cpu(p: &SampledProfile, by: &HashMap<i32, Vec<u32>>, tid: i32, t: u64) -> Option<u32> {
     let v = by.get(&tid)?;
-    let i = v.partition_point(|x| x.0 <= t);
-    let (at, stack) = *v.get(i.checked_sub(1)?)?;
-    (t - at <= HOLDER_WINDOW_NS).then_some(stack).flatten()
+    let i = v.partition_point(|&k| p.samples[k as usize].time_ns <= t);
+    let s = p.samples.get(*v.get(i.checked_sub(1)?)? as usize)?;
+    (t - s.time_ns <= HOLDER_WINDOW_NS)
+        .then_some(s.stack)
+        .flatten()
 }
 
 /// A function's on-CPU samples by the user's source line nearest to the leaf.

@@ -37,7 +37,6 @@ fn sample(time_ns: u64, stack: Option<u32>, weight_ns: u64, on_cpu: bool) -> Thr
                 state: WaitState::Sleeping,
             }
         },
-        waker: None,
     }
 }
 
@@ -75,7 +74,7 @@ fn profile(samples: Vec<ThreadSample>) -> SampledProfile {
                 frame: 1,
             },
         ],
-        samples,
+        samples: samples.into(),
         ..Default::default()
     }
 }
@@ -84,9 +83,9 @@ fn export(p: SampledProfile, categories: Vec<WaitCategory>) -> serde_json::Value
     let rec = recording();
     let input = Input {
         rec: &rec,
-        resources: vec![None; p.samples.len()],
+        resources: Cow::Owned(Default::default()),
         profile: Cow::Owned(p),
-        categories,
+        categories: categories.into(),
     };
     serde_json::to_value(build(&input)).unwrap()
 }

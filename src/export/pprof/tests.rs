@@ -146,7 +146,6 @@ fn sample(kind: SampleKind, stack: u32, weight_ns: u64) -> ThreadSample {
         stack: Some(stack),
         weight_ns,
         kind,
-        waker: None,
     }
 }
 
@@ -182,7 +181,8 @@ fn on_and_off_cpu_samples_weigh_cpu_and_wall_and_waits_are_labelled() {
             4,
             3_000_000,
         ),
-    ];
+    ]
+    .into();
     let rec = recording(p);
     let input = Input::new(&rec).expect("deep profile");
     let mut gz = Vec::new();

@@ -188,7 +188,6 @@ mod tests {
                     state: WaitState::Sleeping,
                 }
             },
-            waker: None,
         }
     }
 
@@ -202,7 +201,8 @@ mod tests {
                 sample(7, 5, 10, true),    // [0, 5] saturates at the start
                 sample(7, 100, 40, false), // [100, 140] would be 50 late: cut to nothing
                 sample(8, 20, 0, false),   // zero length: dropped
-            ],
+            ]
+            .into(),
             ..Default::default()
         };
         let t = thread_slices(&p);

@@ -19,26 +19,26 @@
 //! (a varint past 10 bytes, a column shorter than its count, bytes left over, a value
 //! out of range) is an error naming the column.
 
-use crate::profile::{SampleKind, ThreadSample, WaitState, Waker};
+use crate::profile::{SampleKind, Samples, ThreadSample, WaitState, Waker, Woken};
 
 /// Most samples in one block.
 pub const BLOCK_SAMPLES: usize = 1 << 16;
 
 /// The block's bytes (before compression) for `samples` (at most [`BLOCK_SAMPLES`]).
-pub fn encode(samples: &[ThreadSample]) -> Vec<u8> {
+pub fn encode(samples: &[Woken]) -> Vec<u8> {
     let mut cols: [Vec<u8>; 7] = Default::default();
     let [pid, tid, time, stack, weight, kind, wakers] = &mut cols;
     let (mut last_pid, mut last_tid, mut last_time) = (0i64, 0i64, 0i64);
-    for s in samples {
+    for (s, waker) in samples {
         put_i(pid, i64::from(s.pid) - last_pid);
         put_i(tid, i64::from(s.tid) - last_tid);
         put_i(time, (s.time_ns as i64).wrapping_sub(last_time));
         (last_pid, last_tid, last_time) = (i64::from(s.pid), i64::from(s.tid), s.time_ns as i64);
         put_u(stack, s.stack.map_or(0, |x| u64::from(x) + 1));
         put_u(weight, s.weight_ns);
-        let code = kind_code(s.kind) + if s.waker.is_some() { 8 } else { 0 };
+        let code = kind_code(s.kind) + if waker.is_some() { 8 } else { 0 };
         kind.push(code);
-        if let Some(w) = s.waker {
+        if let Some(w) = waker {
             put_i(wakers, i64::from(w.pid) - i64::from(s.pid));
             put_i(wakers, i64::from(w.tid) - i64::from(s.tid));
             put_i(wakers, (w.time_ns as i64).wrapping_sub(s.time_ns as i64));
@@ -55,7 +55,7 @@ pub fn encode(samples: &[ThreadSample]) -> Vec<u8> {
 }
 
 /// Decode a block, appending its samples to `out`; an error says what is malformed.
-pub fn decode(bytes: &[u8], out: &mut Vec<ThreadSample>) -> Result<(), String> {
+pub fn decode(bytes: &[u8], out: &mut Samples) -> Result<(), String> {
     let mut r = Reader { b: bytes, at: 0 };
     let n = usize::try_from(r.u("sample count")?).unwrap_or(usize::MAX);
     if n > BLOCK_SAMPLES {
@@ -84,24 +84,24 @@ pub fn decode(bytes: &[u8], out: &mut Vec<ThreadSample>) -> Result<(), String> {
         t = t.wrapping_add(tid.i("tid")?);
         tm = tm.wrapping_add(time.i("time")?);
         let code = kind.byte("kind")?;
-        let mut s = ThreadSample {
+        let s = ThreadSample {
             pid: to_i32(p, "pid")?,
             tid: to_i32(t, "tid")?,
             time_ns: tm as u64,
             stack: opt_index(stack.u("stack")?, "stack")?,
             weight_ns: weight.u("weight")?,
             kind: kind_of(code & 7).ok_or_else(|| format!("unknown sample kind {code}"))?,
-            waker: None,
         };
+        let mut waker = None;
         if code & 8 != 0 {
-            s.waker = Some(Waker {
+            waker = Some(Waker {
                 pid: to_i32(p.wrapping_add(wakers.i("waker")?), "waker pid")?,
                 tid: to_i32(t.wrapping_add(wakers.i("waker")?), "waker tid")?,
                 time_ns: tm.wrapping_add(wakers.i("waker")?) as u64,
                 stack: opt_index(wakers.u("waker")?, "waker stack")?,
             });
         }
-        out.push(s);
+        out.push_woken(s, waker);
     }
     for (c, name) in cols.iter().zip(COLUMNS) {
         if c.at != c.b.len() {
@@ -220,30 +220,32 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
 
-    fn sample(i: u64) -> ThreadSample {
-        ThreadSample {
+    fn sample(i: u64) -> Woken {
+        let s = ThreadSample {
             pid: 100 + (i % 3) as i32,
             tid: -5 + (i % 2) as i32,
             time_ns: if i % 4 == 1 { 7 } else { u64::MAX - i },
             stack: (!i.is_multiple_of(5)).then_some(i as u32 * 1000),
             weight_ns: 100_000,
             kind: kind_of((i % 5) as u8).expect("kind"),
-            waker: (!i.is_multiple_of(5) && i.is_multiple_of(2)).then_some(Waker {
-                pid: i32::MIN,
-                tid: i32::MAX,
-                time_ns: i,
-                stack: i.is_multiple_of(3).then_some(u32::MAX - 1),
-            }),
-        }
+        };
+        let waker = (!i.is_multiple_of(5) && i.is_multiple_of(2)).then_some(Waker {
+            pid: i32::MIN,
+            tid: i32::MAX,
+            time_ns: i,
+            stack: i.is_multiple_of(3).then_some(u32::MAX - 1),
+        });
+        (s, waker)
     }
 
     #[test]
     fn a_block_round_trips_extreme_values() {
         let s: Vec<_> = (0..500).map(sample).collect();
         let bytes = encode(&s);
-        let mut back = Vec::new();
+        let mut back = Samples::default();
         decode(&bytes, &mut back).expect("decode");
-        assert_eq!(back, s);
+        assert_eq!(back.iter_woken().collect::<Vec<_>>(), s);
+        assert!(back.wakers().len() > 100);
     }
 
     #[test]
@@ -252,17 +254,17 @@ mod tests {
         let bytes = encode(&s);
         for cut in 0..bytes.len() {
             assert!(
-                decode(&bytes[..cut], &mut Vec::new()).is_err(),
+                decode(&bytes[..cut], &mut Samples::default()).is_err(),
                 "cut at {cut}"
             );
         }
         for i in 0..bytes.len() {
             let mut b = bytes.clone();
             b[i] ^= 0xff;
-            let _ = decode(&b, &mut Vec::new());
+            let _ = decode(&b, &mut Samples::default());
         }
         let mut huge = Vec::new();
         put_u(&mut huge, u64::MAX);
-        assert!(decode(&huge, &mut Vec::new()).is_err());
+        assert!(decode(&huge, &mut Samples::default()).is_err());
     }
 }

@@ -14,8 +14,8 @@ use super::columns::{self, Reader};
 use super::{
     CHUNK_HEADER, MAGIC, MAX_BLOCK_BYTES, MAX_META_BYTES, TAG_END, TAG_META, TAG_SAMPLES, VERSION,
 };
-use crate::profile::Recording;
 use crate::profile::validate::MAX_SAMPLES;
+use crate::profile::{Recording, Samples};
 
 /// One chunk as read: its tag and inflated bytes, or why it could not be read.
 pub(crate) enum Next {
@@ -64,7 +64,7 @@ pub fn read(mut r: impl Read) -> Result<Recording, String> {
 
 /// The sample blocks after the tables, up to the end marker or the first bad chunk.
 fn read_samples(mut r: impl Read, rec: &mut Recording) -> Result<(), String> {
-    let mut samples = Vec::new();
+    let mut samples = Samples::default();
     let mut blocks = 0u64;
     let mut unknown = Vec::new();
     let problem = loop {
@@ -112,7 +112,7 @@ fn read_samples(mut r: impl Read, rec: &mut Recording) -> Result<(), String> {
         s.waits.retain(|w| (w.sample as usize) < kept);
     }
     // Blocks are appended as they come, so the vector grew by doubling: up to twice
-    // the samples' 64 bytes each, for the whole analysis.
+    // the samples' 40 bytes each, for the whole analysis.
     samples.shrink_to_fit();
     s.samples = samples;
     Ok(())

@@ -38,7 +38,6 @@ fn recording(n: usize) -> Recording {
             } else {
                 SampleKind::OnCpu
             },
-            waker: None,
         })
         .collect();
     rec.sampled = Some(SampledProfile {
@@ -54,7 +53,7 @@ fn recording(n: usize) -> Recording {
             arg0: 3,
             resource: None,
         }],
-        samples,
+        samples: samples.into(),
         ..SampledProfile::default()
     });
     rec

@@ -9,7 +9,7 @@ use flate2::write::DeflateEncoder;
 
 use super::columns::{self, BLOCK_SAMPLES};
 use super::{MAGIC, TAG_END, TAG_META, TAG_SAMPLES, VERSION};
-use crate::profile::{Recording, SampledProfile, ThreadSample};
+use crate::profile::{Recording, SampledProfile, Samples};
 
 /// A recording being written; [`Writer::finish`] completes it.
 #[derive(Debug)]
@@ -45,12 +45,13 @@ impl<W: Write> Writer<W> {
     }
 
     /// Append samples, in blocks of at most [`BLOCK_SAMPLES`].
-    pub fn samples(&mut self, samples: &[ThreadSample]) -> io::Result<()> {
-        for block in samples.chunks(BLOCK_SAMPLES) {
+    pub fn samples(&mut self, samples: &Samples) -> io::Result<()> {
+        for from in (0..samples.len()).step_by(BLOCK_SAMPLES) {
+            let block = samples.woken_range(from..samples.len().min(from + BLOCK_SAMPLES));
             self.bytes += chunk(
                 &mut self.out,
                 TAG_SAMPLES,
-                &columns::encode(block),
+                &columns::encode(&block),
                 Compression::fast(),
             )?;
             self.samples += block.len() as u64;
@@ -170,7 +171,7 @@ fn without_samples(s: &SampledProfile) -> SampledProfile {
         threads: threads.clone(),
         frames: frames.clone(),
         stacks: stacks.clone(),
-        samples: Vec::new(),
+        samples: Samples::default(),
         quality: quality.clone(),
         wakers_recorded: *wakers_recorded,
         resources: resources.clone(),

@@ -37,7 +37,7 @@ use flate2::Compression;
 use serde::{Deserialize, Serialize};
 
 use super::pmr::{columns, write_chunk};
-use super::{SessionMeta, ThreadSample};
+use super::{SessionMeta, Woken};
 use crate::sample::{RawFrame, RawModule, RawProcess, RawStackNode, RawThread};
 
 pub use read::{Recovered, read};
@@ -163,7 +163,7 @@ impl SpoolSink {
     }
 
     /// Append `delta` and the new on-CPU `samples` (absolute times); the bytes written.
-    pub fn append(&self, delta: &Delta, samples: &[ThreadSample]) -> io::Result<usize> {
+    pub fn append(&self, delta: &Delta, samples: &[Woken]) -> io::Result<usize> {
         let json = serde_json::to_vec(delta).map_err(io::Error::other)?;
         let mut buf = Vec::with_capacity(json.len() / 4 + samples.len() * 4 + 64);
         write_chunk(&mut buf, TAG_TABLES, &json, Compression::fast())?;

@@ -12,7 +12,7 @@ use std::io::Read;
 use super::{Delta, Head, MAGIC, Start, TAG_HEAD, TAG_SAMPLES, TAG_START, TAG_TABLES, VERSION};
 use crate::profile::pmr::{Next, columns, next_chunk, show_tag};
 use crate::profile::validate::{MAX_FRAMES, MAX_PROCESSES, MAX_SAMPLES};
-use crate::profile::{SessionMeta, ThreadSample};
+use crate::profile::{Samples, SessionMeta};
 use crate::sample::{RawFrame, RawProcess, RawProfile, RawSample, RawThread};
 
 /// What a spool held.
@@ -173,27 +173,26 @@ impl State {
         if self.raw.samples.len() >= MAX_SAMPLES {
             return Err(format!("more than {MAX_SAMPLES} samples"));
         }
-        let mut got: Vec<ThreadSample> = Vec::new();
+        let mut got = Samples::default();
         columns::decode(block, &mut got)
             .map_err(|why| format!("a sample block is damaged ({why})"))?;
         let stacks = self.raw.stacks.len();
         let known = |s: Option<u32>| s.is_none_or(|s| (s as usize) < stacks);
-        if got
-            .iter()
-            .any(|s| !known(s.stack) || s.waker.is_some_and(|w| !known(w.stack)))
-        {
+        if got.iter().any(|s| !known(s.stack)) || got.wakers().iter().any(|w| !known(w.1.stack)) {
             return Err("a sample names a stack not recorded".into());
         }
-        self.raw.samples.extend(got.into_iter().map(|s| RawSample {
-            pid: s.pid,
-            tid: s.tid,
-            time_ns: s.time_ns,
-            stack: s.stack,
-            weight_ns: s.weight_ns,
-            kind: s.kind,
-            waker: s.waker,
-            wait: None,
-        }));
+        self.raw
+            .samples
+            .extend(got.iter_woken().map(|(s, waker)| RawSample {
+                pid: s.pid,
+                tid: s.tid,
+                time_ns: s.time_ns,
+                stack: s.stack,
+                weight_ns: s.weight_ns,
+                kind: s.kind,
+                waker,
+                wait: None,
+            }));
         Ok(())
     }
 

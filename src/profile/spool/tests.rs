@@ -5,7 +5,7 @@ use std::io::{Read, Seek};
 use proptest::prelude::*;
 
 use super::*;
-use crate::profile::SampleKind;
+use crate::profile::{SampleKind, ThreadSample, Woken};
 
 fn meta() -> SessionMeta {
     SessionMeta {
@@ -19,16 +19,16 @@ fn meta() -> SessionMeta {
     }
 }
 
-fn sample(i: u64, stack: u32) -> ThreadSample {
-    ThreadSample {
+fn sample(i: u64, stack: u32) -> Woken {
+    let s = ThreadSample {
         pid: 100,
         tid: 100 + (i % 2) as i32,
         time_ns: 5_000_000_000 + i * 1_000_000,
         stack: Some(stack),
         weight_ns: 1_000_000,
         kind: SampleKind::OnCpu,
-        waker: None,
-    }
+    };
+    (s, None)
 }
 
 fn process(name: &str) -> RawProcess {
@@ -101,19 +101,20 @@ fn two_appends() -> (Vec<u8>, Vec<usize>) {
     };
     let mut b: Vec<_> = (300..499).map(|i| sample(i, 2)).collect();
     // An off-CPU interval, woken by a thread whose (kernel) stack is node 1.
-    b.push(ThreadSample {
+    let woken = ThreadSample {
         kind: SampleKind::OffCpu {
             state: crate::profile::WaitState::Sleeping,
         },
         weight_ns: 3_000_000,
-        waker: Some(crate::profile::Waker {
-            pid: 100,
-            tid: 101,
-            time_ns: 5_900_000_000,
-            stack: Some(1),
-        }),
-        ..sample(499, 2)
-    });
+        ..sample(499, 2).0
+    };
+    let waker = crate::profile::Waker {
+        pid: 100,
+        tid: 101,
+        time_ns: 5_900_000_000,
+        stack: Some(1),
+    };
+    b.push((woken, Some(waker)));
     sink.append(&second, &b).expect("append 2");
     ends.push(file.metadata().expect("meta").len() as usize);
     let mut bytes = Vec::new();

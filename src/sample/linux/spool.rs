@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use super::process::Processor;
 use crate::profile::spool::{Delta, SamplerInfo, SpoolSink};
-use crate::profile::{SampleKind, ThreadSample};
+use crate::profile::{SampleKind, ThreadSample, Woken};
 use crate::sample::{RawFrame, RawModule, RawProcess, RawSample, RawStackNode, RawThread};
 
 /// How often the drain thread appends: what a crash loses at most (besides the
@@ -118,7 +118,7 @@ impl SpoolWriter {
     }
 
     /// The rows and samples added since the previous append; marks them sent.
-    fn delta(&mut self, p: &Processor) -> (Delta, Vec<ThreadSample>) {
+    fn delta(&mut self, p: &Processor) -> (Delta, Vec<Woken>) {
         let v = p.spool_view();
         let s = self.sent;
         let tail = |len: usize, from: usize| from.min(len)..len;
@@ -141,26 +141,30 @@ impl SpoolWriter {
         };
         let samples = v.samples[tail(v.samples.len(), s.samples)]
             .iter()
-            .map(|r| ThreadSample {
-                pid: r.pid,
-                tid: r.tid,
-                time_ns: r.time_ns,
-                stack: r.stack,
-                weight_ns: r.weight_ns,
-                kind: r.kind,
-                waker: r.waker,
+            .map(|r| {
+                let s = ThreadSample {
+                    pid: r.pid,
+                    tid: r.tid,
+                    time_ns: r.time_ns,
+                    stack: r.stack,
+                    weight_ns: r.weight_ns,
+                    kind: r.kind,
+                };
+                (s, r.waker)
             })
             .chain(
                 v.off_cpu[tail(v.off_cpu.len(), s.off_cpu)]
                     .iter()
-                    .map(|iv| ThreadSample {
-                        pid: iv.pid,
-                        tid: iv.tid,
-                        time_ns: iv.start,
-                        stack: iv.stack,
-                        weight_ns: iv.duration,
-                        kind: SampleKind::OffCpu { state: iv.state },
-                        waker: iv.waker,
+                    .map(|iv| {
+                        let s = ThreadSample {
+                            pid: iv.pid,
+                            tid: iv.tid,
+                            time_ns: iv.start,
+                            stack: iv.stack,
+                            weight_ns: iv.duration,
+                            kind: SampleKind::OffCpu { state: iv.state },
+                        };
+                        (s, iv.waker)
                     }),
             )
             .collect();

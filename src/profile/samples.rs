@@ -1,0 +1,382 @@
+//! The deep profile's samples in memory: the samples themselves, and the wake-ups that
+//! ended off-CPU ones as a side table beside them.
+//!
+//! Why a side table: most samples are on-CPU ticks without a waker, and an
+//! `Option<Waker>` in every sample made each 64 bytes instead of 40 — at millions of
+//! samples, the largest single block of `report`'s memory. The recording's formats are
+//! unchanged: a sample's waker travels with it (the `waker` field of a JSON sample, the
+//! waker column of a block), see [`Woken`].
+//!
+//! Invariants: `wakers` is ascending by sample index, each index below `list.len()`, at
+//! most one per sample. Every method that adds or removes samples keeps it so; the
+//! samples can be changed in place (`iter_mut`, `IndexMut`) but not reordered.
+
+use std::ops::{Deref, Index, IndexMut};
+use std::slice::SliceIndex;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::{SampleKind, ThreadSample, Waker};
+
+/// The samples of a deep profile, in the order recorded, with their wakers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Samples {
+    list: Vec<ThreadSample>,
+    /// (sample index, the wake-up that ended it), ascending by index.
+    wakers: Vec<(u32, Waker)>,
+}
+
+/// A sample with the wake-up that ended it, as it is written and read.
+pub type Woken = (ThreadSample, Option<Waker>);
+
+impl Samples {
+    /// Append a sample that no recorded wake-up ended.
+    pub fn push(&mut self, s: ThreadSample) {
+        self.list.push(s);
+    }
+
+    /// Append a sample with the wake-up that ended it, if any.
+    pub fn push_woken(&mut self, s: ThreadSample, waker: Option<Waker>) {
+        if let Some(w) = waker {
+            // Indices fit: a recording holds at most `validate::MAX_SAMPLES` (50 M).
+            self.wakers.push((self.list.len() as u32, w));
+        }
+        self.list.push(s);
+    }
+
+    /// The wake-up that ended sample `i`, when one was recorded.
+    pub fn waker(&self, i: usize) -> Option<Waker> {
+        let k = self
+            .wakers
+            .binary_search_by_key(&i, |w| w.0 as usize)
+            .ok()?;
+        Some(self.wakers[k].1)
+    }
+
+    /// Set or clear the wake-up that ended sample `i` (nothing when there is no such
+    /// sample).
+    pub fn set_waker(&mut self, i: usize, waker: Option<Waker>) {
+        if i >= self.list.len() {
+            return;
+        }
+        match (
+            self.wakers.binary_search_by_key(&i, |w| w.0 as usize),
+            waker,
+        ) {
+            (Ok(k), Some(w)) => self.wakers[k].1 = w,
+            (Ok(k), None) => {
+                self.wakers.remove(k);
+            }
+            (Err(k), Some(w)) => self.wakers.insert(k, (i as u32, w)),
+            (Err(_), None) => {}
+        }
+    }
+
+    /// Every recorded wake-up with its sample's index, ascending.
+    pub fn wakers(&self) -> &[(u32, Waker)] {
+        &self.wakers
+    }
+
+    /// The recorded wake-ups, to change in place (their samples stay the same).
+    pub fn wakers_mut(&mut self) -> impl Iterator<Item = &mut Waker> {
+        self.wakers.iter_mut().map(|(_, w)| w)
+    }
+
+    /// The samples, to change in place (not to reorder: the wakers follow indices).
+    pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, ThreadSample> {
+        self.list.iter_mut()
+    }
+
+    /// Each sample with its waker, in order.
+    pub fn iter_woken(&self) -> impl Iterator<Item = Woken> + '_ {
+        let mut next = self.wakers.iter().peekable();
+        self.list.iter().enumerate().map(move |(i, s)| {
+            let w = next.next_if(|w| w.0 as usize == i).map(|w| w.1);
+            (*s, w)
+        })
+    }
+
+    /// Samples `range` with their wakers, in order.
+    pub fn woken_range(&self, range: std::ops::Range<usize>) -> Vec<Woken> {
+        let from = self
+            .wakers
+            .partition_point(|w| (w.0 as usize) < range.start);
+        let mut next = self.wakers[from..].iter().peekable();
+        let mut out = Vec::with_capacity(range.len());
+        for i in range {
+            let Some(s) = self.list.get(i) else { break };
+            let w = next.next_if(|w| w.0 as usize == i).map(|w| w.1);
+            out.push((*s, w));
+        }
+        out
+    }
+
+    /// Keep the samples `keep` says to; returns each old index's new one (`None`: gone).
+    pub fn retain(&mut self, keep: impl Fn(&ThreadSample) -> bool) -> Vec<Option<u32>> {
+        let mut new_index = Vec::with_capacity(self.list.len());
+        let mut n = 0u32;
+        for s in &self.list {
+            let kept = keep(s);
+            new_index.push(kept.then_some(n));
+            n += u32::from(kept);
+        }
+        let mut i = 0;
+        self.list.retain(|_| {
+            i += 1;
+            new_index[i - 1].is_some()
+        });
+        self.wakers.retain_mut(|(k, _)| {
+            let to = new_index.get(*k as usize).copied().flatten();
+            if let Some(to) = to {
+                *k = to;
+            }
+            to.is_some()
+        });
+        new_index
+    }
+
+    /// Keep the first `n` samples.
+    pub fn truncate(&mut self, n: usize) {
+        self.list.truncate(n);
+        let keep = self.wakers.partition_point(|w| (w.0 as usize) < n);
+        self.wakers.truncate(keep);
+    }
+
+    /// Room for `n` more samples.
+    pub fn reserve(&mut self, n: usize) {
+        self.list.reserve(n);
+    }
+
+    /// Give back the memory a growing list kept spare.
+    pub fn shrink_to_fit(&mut self) {
+        self.list.shrink_to_fit();
+        self.wakers.shrink_to_fit();
+    }
+
+    /// The off-CPU samples' count and the on-CPU ones', in one pass.
+    pub fn count_kinds(&self) -> (usize, usize) {
+        let on = self.list.iter().filter(|s| s.kind == SampleKind::OnCpu);
+        let on = on.count();
+        (self.list.len() - on, on)
+    }
+}
+
+impl Deref for Samples {
+    type Target = [ThreadSample];
+    fn deref(&self) -> &[ThreadSample] {
+        &self.list
+    }
+}
+
+impl<I: SliceIndex<[ThreadSample]>> Index<I> for Samples {
+    type Output = I::Output;
+    fn index(&self, i: I) -> &I::Output {
+        &self.list[i]
+    }
+}
+
+impl<I: SliceIndex<[ThreadSample]>> IndexMut<I> for Samples {
+    fn index_mut(&mut self, i: I) -> &mut I::Output {
+        &mut self.list[i]
+    }
+}
+
+/// The samples without their wakers.
+impl IntoIterator for Samples {
+    type Item = ThreadSample;
+    type IntoIter = std::vec::IntoIter<ThreadSample>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.list.into_iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a Samples {
+    type Item = &'a ThreadSample;
+    type IntoIter = std::slice::Iter<'a, ThreadSample>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.list.iter()
+    }
+}
+
+impl From<Vec<ThreadSample>> for Samples {
+    fn from(list: Vec<ThreadSample>) -> Self {
+        Samples {
+            list,
+            wakers: Vec::new(),
+        }
+    }
+}
+
+impl FromIterator<ThreadSample> for Samples {
+    fn from_iter<I: IntoIterator<Item = ThreadSample>>(it: I) -> Self {
+        Samples::from(it.into_iter().collect::<Vec<_>>())
+    }
+}
+
+impl FromIterator<Woken> for Samples {
+    fn from_iter<I: IntoIterator<Item = Woken>>(it: I) -> Self {
+        let mut out = Samples::default();
+        for (s, w) in it {
+            out.push_woken(s, w);
+        }
+        out
+    }
+}
+
+/// A sample as JSON writes it: the sample's fields and its waker.
+#[derive(Serialize, Deserialize)]
+struct Wire {
+    pid: i32,
+    tid: i32,
+    time_ns: u64,
+    stack: Option<u32>,
+    weight_ns: u64,
+    kind: SampleKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    waker: Option<Waker>,
+}
+
+impl Serialize for Samples {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        ser.collect_seq(self.iter_woken().map(|(s, waker)| Wire {
+            pid: s.pid,
+            tid: s.tid,
+            time_ns: s.time_ns,
+            stack: s.stack,
+            weight_ns: s.weight_ns,
+            kind: s.kind,
+            waker,
+        }))
+    }
+}
+
+impl<'de> Deserialize<'de> for Samples {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        de.deserialize_seq(WireSeq)
+    }
+}
+
+/// Reads a JSON array of samples straight into [`Samples`] (no list of `Wire` first).
+struct WireSeq;
+
+impl<'de> serde::de::Visitor<'de> for WireSeq {
+    type Value = Samples;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list of samples")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Samples, A::Error> {
+        let mut out = Samples::default();
+        while let Some(w) = seq.next_element::<Wire>()? {
+            let s = ThreadSample {
+                pid: w.pid,
+                tid: w.tid,
+                time_ns: w.time_ns,
+                stack: w.stack,
+                weight_ns: w.weight_ns,
+                kind: w.kind,
+            };
+            out.push_woken(s, w.waker);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::WaitState;
+
+    fn at(t: u64) -> ThreadSample {
+        ThreadSample {
+            pid: 1,
+            tid: 1 + (t % 2) as i32,
+            time_ns: t,
+            stack: None,
+            weight_ns: 10,
+            kind: if t.is_multiple_of(3) {
+                SampleKind::OffCpu {
+                    state: WaitState::Sleeping,
+                }
+            } else {
+                SampleKind::OnCpu
+            },
+        }
+    }
+
+    fn woke(t: u64) -> Waker {
+        Waker {
+            pid: 1,
+            tid: 9,
+            time_ns: t,
+            stack: None,
+        }
+    }
+
+    /// Samples 0..10; those at multiples of 3 woken at their own time.
+    fn ten() -> Samples {
+        (0..10)
+            .map(|t| (at(t), t.is_multiple_of(3).then(|| woke(t))))
+            .collect()
+    }
+
+    #[test]
+    fn wakers_follow_their_samples_through_retain_and_truncate() {
+        let mut s = ten();
+        assert_eq!(s.len(), 10);
+        assert_eq!(s.waker(3), Some(woke(3)));
+        assert_eq!(s.waker(4), None);
+        // Drop the odd times: 0, 2, 4, 6, 8 stay at 0..5; 0 and 6 keep their wakers.
+        let map = s.retain(|x| x.time_ns % 2 == 0);
+        assert_eq!(map[6], Some(3));
+        assert_eq!(map[3], None);
+        let kept: Vec<u64> = s.iter().map(|x| x.time_ns).collect();
+        assert_eq!(kept, [0, 2, 4, 6, 8]);
+        assert_eq!(s.wakers(), &[(0, woke(0)), (3, woke(6))]);
+        s.truncate(3);
+        assert_eq!(s.wakers(), &[(0, woke(0))]);
+        assert_eq!(s.waker(3), None, "past the end");
+    }
+
+    #[test]
+    fn set_waker_keeps_the_table_ordered() {
+        let mut s = ten();
+        s.set_waker(4, Some(woke(40)));
+        s.set_waker(3, None);
+        s.set_waker(0, Some(woke(1)));
+        s.set_waker(99, Some(woke(1)));
+        let idx: Vec<u32> = s.wakers().iter().map(|w| w.0).collect();
+        assert_eq!(idx, [0, 4, 6, 9]);
+        assert_eq!(s.waker(0), Some(woke(1)));
+        assert_eq!(s.waker(4), Some(woke(40)));
+        let woken: Vec<bool> = s.iter_woken().map(|(_, w)| w.is_some()).collect();
+        assert_eq!(woken.iter().filter(|&&w| w).count(), 4);
+        assert!(woken[4] && !woken[3]);
+        let range = s.woken_range(3..7);
+        assert_eq!(range.len(), 4);
+        assert_eq!(range[1].1, Some(woke(40)));
+        assert_eq!(range[3].1, Some(woke(6)));
+    }
+
+    #[test]
+    fn json_keeps_each_waker_inside_its_sample() {
+        let s = ten();
+        let text = serde_json::to_string(&s).expect("json");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("parse");
+        // Version 1's layout: a list of samples, the waker a field of the woken ones.
+        assert_eq!(v[3]["waker"]["time_ns"], 3);
+        assert!(v[4].get("waker").is_none());
+        assert_eq!(v[3]["kind"]["kind"], "off_cpu");
+        let back: Samples = serde_json::from_str(&text).expect("back");
+        assert_eq!(back, s);
+        assert!(serde_json::from_str::<Samples>("{\"a\": 1}").is_err());
+    }
+
+    #[test]
+    fn a_sample_is_40_bytes() {
+        // The reason for the side table (see the module doc); a field added to
+        // `ThreadSample` shows here.
+        assert_eq!(std::mem::size_of::<ThreadSample>(), 40);
+    }
+}
