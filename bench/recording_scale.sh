@@ -12,8 +12,9 @@
 #
 # Needs: perf, cc, /usr/bin/time, cargo. Env: SIZES ("100000 1000000 10000000"),
 # ROUNDS (3), PM_OLD=path to an older profmap (adds its time on the version-1 JSON
-# recording of the same samples, sizes up to 1M: before/after), KEEP=1 (keep the work
-# folder), W (work folder).
+# recording of the same samples, sizes up to 1M: before/after), PM_PREV=path to a previous
+# profmap that reads the same profile.pmr (adds its time and memory: before/after),
+# KEEP=1 (keep the work folder), W (work folder).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,22 +35,32 @@ cc -O2 -g tests/fixtures/c/three_funcs.c -lpthread -o "$W/three_funcs"
 # One real recording to repeat.
 [ -f "$W/base/profile.pmr" ] || "$PM" record -q --frequency 10000 --out "$W/base" -- "$W/three_funcs" 400000000
 
+# perf report's sample count of a perf.data file.
+count_samples() {
+  "$PERF" report -i "$1" --stdio --sort comm -F sample 2>/dev/null | awk '/^ *[0-9]+ /{s+=$1} END{print s+0}'
+}
+
+# How many units of three_funcs' argument make one sample at 100 kHz under perf on this
+# machine (it differs by 8x between the VMs this ran on): one short calibration run.
+if [ ! -s "$W/units_per_sample" ]; then
+  "$PERF" record -q -e cpu-clock -c 10000 -g -o "$W/calib.data" -- "$W/three_funcs" 50000000 >/dev/null 2>&1
+  echo $((50000000 / $(count_samples "$W/calib.data"))) >"$W/units_per_sample"
+fi
+u=$(cat "$W/units_per_sample")
+
 for n in $SIZES; do
   if [ ! -f "$W/perf.$n.data" ]; then
-    # Under perf at 100 kHz three_funcs yields one sample per ~73 units of its argument
-    # here when alone; two at once, per ~75 (1M) to ~58 (10M) units in all (measured:
-    # perf slows it down, more in short runs). The counts come out near N, not at it:
-    # profmap's recording is then cut to perf's count.
+    # From 1M samples up, two copies at once (half the units each). The counts come out
+    # near N, not at it: profmap's recording is then cut to perf's count.
     if [ "$n" -ge 1000000 ]; then
-      half=$((n * (n >= 10000000 ? 29 : 37)))
+      half=$((n * u / 2))
       "$PERF" record -q -e cpu-clock -c 10000 -g -o "$W/perf.$n.data" -- \
         sh -c "'$W/three_funcs' $half & '$W/three_funcs' $half; wait" >/dev/null 2>&1
     else
-      "$PERF" record -q -e cpu-clock -c 10000 -g -o "$W/perf.$n.data" -- "$W/three_funcs" $((n * 73)) >/dev/null 2>&1
+      "$PERF" record -q -e cpu-clock -c 10000 -g -o "$W/perf.$n.data" -- "$W/three_funcs" $((n * u)) >/dev/null 2>&1
     fi
   fi
-  [ -s "$W/perf.$n.samples" ] || "$PERF" report -i "$W/perf.$n.data" --stdio --sort comm -F sample 2>/dev/null |
-    awk '/^ *[0-9]+ /{s+=$1} END{print s}' >"$W/perf.$n.samples"
+  [ -s "$W/perf.$n.samples" ] || count_samples "$W/perf.$n.data" >"$W/perf.$n.samples"
   count=$(cat "$W/perf.$n.samples")
   [ -f "$W/pm.$n.pmr" ] || "$INFLATE" "$W/base/profile.pmr" "$W/pm.$n.pmr" "$count" >"$W/pm.$n.info"
   if [ -n "${PM_OLD:-}" ] && [ "$n" -le 1000000 ] && [ ! -f "$W/v1.$n/profile.json.gz" ]; then
@@ -75,6 +86,10 @@ for ((r = 0; r <= ROUNDS; r++)); do   # round 0: warm-up (page cache), discarded
       rm -rf "$W/old.$n"
       t "$W/old.$n.$suffix" "$PM_OLD" report -q "$W/v1.$n/profile.json.gz" --out "$W/old.$n"
     fi
+    if [ -n "${PM_PREV:-}" ]; then
+      rm -rf "$W/prev.$n"
+      t "$W/prev.$n.$suffix" "$PM_PREV" report -q "$W/pm.$n.pmr" --out "$W/prev.$n"
+    fi
   done
 done
 
@@ -85,10 +100,13 @@ def med(path, col):
     rows = [l.split() for l in open(path) if l.strip()]
     return statistics.median(float(r[col]) for r in rows)
 old = any(os.path.exists(f"{w}/old.{n}.runs") for n in sizes)
+prev = all(os.path.exists(f"{w}/prev.{n}.runs") for n in sizes)
 head = ["samples (profmap / perf)", "profmap report s", "perf report s", "time ratio",
         "profmap peak MB", "perf peak MB", "memory ratio", "profile.pmr MB", "perf.data MB"]
 if old:
     head.append("old profmap on JSON v1 s / MB")
+if prev:
+    head.append("previous profmap s / MB")
 print("| " + " | ".join(head) + " |")
 print("|" + "---|" * len(head))
 for n in sizes:
@@ -102,6 +120,9 @@ for n in sizes:
     if old:
         p = f"{w}/old.{n}.runs"
         row.append(f"{med(p, 0):.2f} / {med(p, 1) / 1024:.0f}" if os.path.exists(p) else "–")
+    if prev:
+        p = f"{w}/prev.{n}.runs"
+        row.append(f"{med(p, 0):.2f} / {med(p, 1) / 1024:.0f}")
     print("| " + " | ".join(row) + " |")
 EOF
 echo
