@@ -408,13 +408,15 @@ pub struct UserRule {
     pub patterns: &'static [Pattern],
 }
 
-/// The user-frame rules that refine a futex wait, highest priority first: a mutex
+/// The user-frame rules that refine a futex wait or name a wait whose kernel stack is
+/// missing, highest priority first: a mutex
 /// taken inside a condition-variable wait (re-acquiring it after the signal) is lock
 /// contention, and so is CPython's GIL although it waits on a condition variable.
 /// glibc's names cover C, C++ (`std::thread::join`, `std::condition_variable`) and
 /// Rust's `JoinHandle::join`; Rust's own futex-based primitives are named as such.
-/// Names are matched with their leading underscores dropped (glibc has
-/// `___pthread_cond_timedwait64`, `__pthread_cond_wait_common`, `__lll_lock_wait`).
+/// Names are matched with their leading underscores and glibc's internal-alias prefix
+/// dropped (glibc has `___pthread_cond_timedwait64`, `__pthread_cond_wait_common`,
+/// `__lll_lock_wait`, `__GI___wait4`).
 pub static USER_RULES: &[UserRule] = &[
     UserRule {
         category: WaitCategory::Lock,
@@ -445,6 +447,18 @@ pub static USER_RULES: &[UserRule] = &[
             Contains("Thread::park"),
             Contains("Parker::park"),
             Contains("parking_lot_core::parking_lot::park"),
+        ],
+    },
+    UserRule {
+        // A wait named only by its call (no kernel stack: a switch-out at a high rate
+        // whose stack was not copied): glibc's wrappers of the wait calls.
+        category: WaitCategory::Child,
+        patterns: &[
+            Exact("wait4"),
+            Exact("wait3"),
+            Exact("waitpid"),
+            Exact("waitid"),
+            Exact("libc_wait"),
         ],
     },
 ];
@@ -552,9 +566,11 @@ pub fn match_user_rule(user_frames: &[&str]) -> Option<&'static UserRule> {
 /// underscores dropped, and the angle brackets of Rust's and C++'s qualified names
 /// (`<std::sys::sync::thread_parking::futex::Parker>::park`) taken out.
 fn user_name(function: &str) -> String {
-    base_name(function)
-        .trim_start_matches('_')
-        .replace(['<', '>'], "")
+    let name = base_name(function).trim_start_matches('_');
+    let name = name
+        .strip_prefix("GI_")
+        .map_or(name, |n| n.trim_start_matches('_'));
+    name.replace(['<', '>'], "")
 }
 
 #[cfg(test)]
@@ -857,6 +873,16 @@ mod tests {
             FrameKind::User,
         );
         assert_eq!(categorize(off, &[&contended, &futex]), WaitCategory::Lock);
+        // A wait with no kernel stack (its switch-out was not copied) is named by its
+        // call: glibc's wait wrappers under their internal aliases too.
+        for name in ["__GI___wait4", "__waitpid", "waitid", "__libc_wait"] {
+            let w = frame(name, FrameKind::User);
+            assert_eq!(categorize(off, &[&w]), WaitCategory::Child, "{name}");
+        }
+        let glock = frame("__GI___pthread_mutex_lock", FrameKind::User);
+        assert_eq!(categorize(off, &[&glock, &futex]), WaitCategory::Lock);
+        let read = frame("__GI___libc_read", FrameKind::User);
+        assert_eq!(categorize(off, &[&read]), WaitCategory::Other);
         // Only a futex wait is refined: a join frame above a file wait stays file.
         let fsync = frame("ext4_sync_file", FrameKind::Kernel);
         assert_eq!(categorize(off, &[&join, &fsync]), WaitCategory::File);
