@@ -108,6 +108,33 @@ fn call_named_share(sleeps: &[(u64, Vec<String>)], caller: &str, call: &str) -> 
     })
 }
 
+/// Share of the child's sleeping time whose wait names a descriptor (`p.waits`).
+fn described_share(p: &SampledProfile) -> f64 {
+    let child = child_pid(p);
+    let described: std::collections::HashSet<usize> = p
+        .waits
+        .iter()
+        .filter(|w| w.fd.is_some())
+        .map(|w| w.sample as usize)
+        .collect();
+    let (mut all, mut hit) = (0u64, 0u64);
+    for (i, s) in p.samples.iter().enumerate() {
+        let sleeping = s.kind
+            == SampleKind::OffCpu {
+                state: WaitState::Sleeping,
+            };
+        if s.pid == child && sleeping {
+            all += s.weight_ns;
+            hit += if described.contains(&i) {
+                s.weight_ns
+            } else {
+                0
+            };
+        }
+    }
+    hit as f64 / all.max(1) as f64
+}
+
 fn share_where(sleeps: &[(u64, Vec<String>)], named: impl Fn(&[String]) -> bool) -> f64 {
     let total: u64 = sleeps.iter().map(|(d, _)| d).sum();
     let hit: u64 = sleeps
@@ -196,6 +223,14 @@ fn check_pingpong(mode: &str, wait_fn: &str, call: &str) -> f64 {
         reused > 0.3,
         "{mode}: at this rate most stacks are reused: {reused:.3}"
     );
+    // The descriptor of the blocked call is kept for (nearly) all of it: named by the
+    // kernel stack, or by a partial stack's wrapper (`waiton`'s unit tests).
+    let with_fd = described_share(&p);
+    eprintln!("{mode}: descriptor kept for {with_fd:.4} of the child's sleep");
+    assert!(
+        with_fd >= 0.97,
+        "{mode}: the descriptor kept for {with_fd:.3} of the child's sleep"
+    );
     check_inference(&p, mode);
     let acc = accounted(&p);
     assert!(acc.len() >= 2, "{mode}: both threads accounted: {acc:?}");
@@ -269,20 +304,87 @@ fn two_alternating_blocking_calls_never_share_a_stack() {
 
 /// Lost records are never silent: profmap is stopped (SIGSTOP) for 400 ms in the middle
 /// of a ping-pong recorded into a 1 MiB ring per CPU — a drain thread kept off the CPU —
-/// so the ring overflows and switch records are lost; the map says how many, how much
-/// of the threads' wall time went unaccounted for with the fix (`--buffer`), and the
-/// verdict says what it rests on.
+/// so the ring overflows and records are lost; the map says how many, how much of the
+/// threads' wall time went unaccounted for with the fix (`--buffer`), and the verdict
+/// says what it rests on. In about one run in fifteen the overflow takes only samples,
+/// copies and wake-ups, not a switch (the quality then says the durations were all
+/// kept, and no time is unaccounted for): the run is taken again, up to three times.
 #[test]
 fn lost_records_are_counted_and_the_verdict_says_what_it_rests_on() {
     let _g = serial();
     let bin = common::compile("switch_rate", &[]);
     let d = tempfile::tempdir().expect("tempdir");
-    let out = d.path().join("out");
+    let mut tries = Vec::new();
+    let (warnings, detail) = loop {
+        let out = d.path().join(format!("out{}", tries.len()));
+        let pr = stopped_for_a_while(&bin, &out);
+        let mq = &pr["measurement_quality"];
+        let lost = mq["lost_samples"].as_u64().expect("lost_samples");
+        assert!(lost > 0, "a 1 MiB ring kept up: {mq}");
+        let warnings: Vec<String> = mq["warnings"]
+            .as_array()
+            .expect("warnings")
+            .iter()
+            .filter_map(|w| w.as_str().map(String::from))
+            .collect();
+        let counted = warnings
+            .iter()
+            .find(|w| w.starts_with(&format!("{lost} records")))
+            .unwrap_or_else(|| panic!("the lost records counted: {warnings:?}"));
+        assert!(counted.contains("% of all"), "{counted}");
+        let detail = pr["bottleneck_detail"]
+            .as_str()
+            .expect("detail")
+            .to_string();
+        if warnings
+            .iter()
+            .any(|w| w.contains("of the threads' wall time"))
+        {
+            break (warnings, detail);
+        }
+        // No time unaccounted for: then no switch was lost, and the quality says so.
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("durations are all kept")),
+            "no unaccounted time, yet durations were lost: {warnings:?}"
+        );
+        assert!(!detail.contains("rests on"), "{detail}");
+        tries.push(warnings);
+        assert!(tries.len() < 3, "no switch lost in 3 runs: {tries:?}");
+    };
+    let unaccounted = warnings
+        .iter()
+        .find(|w| w.contains("of the threads' wall time"))
+        .expect("found above");
+    assert!(unaccounted.contains("raise --buffer"), "{unaccounted}");
+    let share: f64 = unaccounted
+        .split('%')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .expect("a share first");
+    if share > 10.0 {
+        let rests: f64 = detail
+            .split("this verdict rests on ")
+            .nth(1)
+            .and_then(|s| s.split('%').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("the caveat in the detail: {detail}"));
+        // The warning's share has one decimal, the caveat none.
+        assert!((rests - (100.0 - share)).abs() <= 1.0, "{detail}");
+    } else {
+        assert!(!detail.contains("rests on"), "{detail}");
+    }
+}
+
+/// `profmap record --buffer 1` of a pipe ping-pong, profmap stopped for 400 ms after
+/// 400 ms: the map's `profile_result`.
+fn stopped_for_a_while(bin: &std::path::Path, out: &std::path::Path) -> serde_json::Value {
     let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("profmap"))
         .args(["record", "-q", "--buffer", "1", "--out"])
-        .arg(&out)
+        .arg(out)
         .arg("--")
-        .arg(&bin)
+        .arg(bin)
         .args(["pipe", "100000"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -302,43 +404,6 @@ fn lost_records_are_counted_and_the_verdict_says_what_it_rests_on() {
         String::from_utf8_lossy(&st.stderr)
     );
     let text = std::fs::read_to_string(out.join("performance_map.json")).expect("map");
-    let map: serde_json::Value = serde_json::from_str(&text).expect("json");
-    let pr = &map["profile_result"];
-    let mq = &pr["measurement_quality"];
-    let lost = mq["lost_samples"].as_u64().expect("lost_samples");
-    assert!(lost > 0, "a 1 MiB ring kept up: {mq}");
-    let warnings: Vec<&str> = mq["warnings"]
-        .as_array()
-        .expect("warnings")
-        .iter()
-        .filter_map(|w| w.as_str())
-        .collect();
-    let counted = warnings
-        .iter()
-        .find(|w| w.starts_with(&format!("{lost} records")))
-        .unwrap_or_else(|| panic!("the lost records counted: {warnings:?}"));
-    assert!(counted.contains("% of all"), "{counted}");
-    let unaccounted = warnings
-        .iter()
-        .find(|w| w.contains("of the threads' wall time"))
-        .unwrap_or_else(|| panic!("the unaccounted time said: {warnings:?}"));
-    assert!(unaccounted.contains("raise --buffer"), "{unaccounted}");
-    let share: f64 = unaccounted
-        .split('%')
-        .next()
-        .and_then(|s| s.parse().ok())
-        .expect("a share first");
-    let detail = pr["bottleneck_detail"].as_str().expect("detail");
-    if share > 10.0 {
-        let rests: f64 = detail
-            .split("this verdict rests on ")
-            .nth(1)
-            .and_then(|s| s.split('%').next())
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("the caveat in the detail: {detail}"));
-        // The warning's share has one decimal, the caveat none.
-        assert!((rests - (100.0 - share)).abs() <= 1.0, "{detail}");
-    } else {
-        assert!(!detail.contains("rests on"), "{detail}");
-    }
+    let mut map: serde_json::Value = serde_json::from_str(&text).expect("json");
+    map["profile_result"].take()
 }

@@ -112,13 +112,51 @@ pub fn takes_fd_first(syscall: &str) -> bool {
     FD_FIRST.contains(&syscall)
 }
 
-/// The syscall a stack is blocked in: its outermost kernel frame that names one.
+/// The syscall a stack is blocked in: its outermost kernel frame that names one; when
+/// the stack has no kernel frame (a switch-out whose stack was not copied keeps only its
+/// leaf), the C library's wrapper at its user leaf (`__GI___libc_read`: `read`).
 pub fn syscall_of_stack(p: &SampledProfile, leaf: u32) -> Option<String> {
-    p.stack_frames(leaf)
+    let frames = p.stack_frames(leaf);
+    if !frames.iter().any(|f| f.kind == FrameKind::Kernel) {
+        return frames
+            .last()
+            .filter(|f| f.kind == FrameKind::User)
+            .and_then(|f| syscall_of_wrapper(&f.function))
+            .map(str::to_string);
+    }
+    frames
         .into_iter()
         .filter(|f| f.kind == FrameKind::Kernel)
         .find_map(|f| syscall_of_function(&f.function))
         .map(str::to_string)
+}
+
+/// glibc's wrappers whose syscall has another name.
+const WRAPPERS: &[(&str, &str)] = &[
+    ("recv", "recvfrom"),
+    ("send", "sendto"),
+    ("pread", "pread64"),
+    ("pwrite", "pwrite64"),
+    ("fcntl64", "fcntl"),
+    ("poll", "poll"),
+    ("ppoll", "ppoll"),
+];
+
+/// The syscall a C library wrapper makes, for the wrappers of the syscalls that block on
+/// a descriptor (and poll): `__GI___libc_read`, `__libc_recv`, `__read_nocancel`,
+/// `__GI___poll`. None for any other function.
+pub fn syscall_of_wrapper(function: &str) -> Option<&str> {
+    let name = function.trim_start_matches('_');
+    let name = name
+        .strip_prefix("GI_")
+        .map_or(name, |n| n.trim_start_matches('_'));
+    let name = name.strip_prefix("libc_").unwrap_or(name);
+    let name = name.strip_suffix("_nocancel").unwrap_or(name);
+    WRAPPERS
+        .iter()
+        .find(|(w, _)| *w == name)
+        .map(|(_, s)| *s)
+        .or_else(|| FD_FIRST.iter().copied().find(|s| *s == name))
 }
 
 /// The waits table of a symbolized profile from its samples' raw waits (`raw[i]` is
@@ -196,6 +234,13 @@ mod tests {
         );
         assert_eq!(syscall_of_function("ksys_read"), Some("read"));
         assert_eq!(syscall_of_function("tcp_recvmsg"), None);
+        assert_eq!(syscall_of_wrapper("__GI___libc_read"), Some("read"));
+        assert_eq!(syscall_of_wrapper("__libc_recv"), Some("recvfrom"));
+        assert_eq!(syscall_of_wrapper("__read_nocancel"), Some("read"));
+        assert_eq!(syscall_of_wrapper("__GI___poll"), Some("poll"));
+        assert_eq!(syscall_of_wrapper("fsync"), Some("fsync"));
+        assert_eq!(syscall_of_wrapper("reader_loop"), None);
+        assert_eq!(syscall_of_wrapper("__GI___wait4"), None);
         assert!(takes_fd_first("fsync") && takes_fd_first("epoll_wait"));
         assert!(!takes_fd_first("poll") && !takes_fd_first("futex"));
     }
@@ -270,6 +315,55 @@ mod tests {
         assert_eq!((p.waits[0].fd, p.waits[0].resource), (Some(4), Some(0)));
         assert_eq!((p.waits[1].sample, p.waits[1].fd), (1, None));
         assert_eq!((p.waits[1].arg0, p.waits[1].resource), (0x7f00, None));
+    }
+
+    /// A switch-out with only its user leaf (no copy of its stack): the wrapper names the
+    /// syscall, so its descriptor and resource are kept; any other leaf is not a wait on
+    /// a descriptor.
+    #[test]
+    fn a_leaf_only_wait_is_named_by_its_wrapper() {
+        let user = |function: &str| Frame {
+            kind: FrameKind::User,
+            ..kernel(function)
+        };
+        let node = |parent, frame| StackNode { parent, frame };
+        let sample = |stack| ThreadSample {
+            pid: 1,
+            tid: 1,
+            time_ns: 0,
+            stack: Some(stack),
+            weight_ns: 5,
+            kind: SampleKind::OffCpu {
+                state: WaitState::Sleeping,
+            },
+        };
+        let file = Resource {
+            kind: ResourceKind::File,
+            name: "/data/a".into(),
+            local: None,
+            peer: None,
+            pid: 1,
+            service: None,
+            peer_local: None,
+        };
+        let mut p = SampledProfile {
+            frames: vec![user("main"), user("__GI___libc_read"), user("compute")],
+            // main → read; main → compute
+            stacks: vec![node(None, 0), node(Some(0), 1), node(Some(0), 2)],
+            samples: vec![sample(1), sample(2)].into(),
+            resources: vec![file.clone()],
+            ..SampledProfile::default()
+        };
+        let raw = Some(RawWait {
+            arg0: 5,
+            resource: Some(0),
+            pollfd0: None,
+        });
+        attach_waits(&mut p, &[raw, raw]);
+        assert_eq!(p.waits.len(), 1, "{:?}", p.waits);
+        assert_eq!(p.waits[0].sample, 0);
+        assert_eq!((p.waits[0].fd, p.waits[0].resource), (Some(5), Some(0)));
+        assert_eq!(p.resources, vec![file]);
     }
 
     #[test]
