@@ -50,7 +50,7 @@ fn profile(mode: &str) -> SampledProfile {
     wait_all();
     let raw = sampler.finish(t0).expect("finish");
     drop(launched);
-    let p = profmap::symbolize::symbolize(&raw);
+    let p = profmap::symbolize::symbolize(raw);
     let mut q = p.quality.clone();
     q.warnings.clear();
     eprintln!("{mode}: quality {q:?}");

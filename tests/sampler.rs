@@ -110,7 +110,7 @@ fn profile(program: &str, args: &[&str]) -> SampledProfile {
     wait_all();
     let raw = sampler.finish(t0).expect("finish");
     drop(launched);
-    let prof = profmap::symbolize::symbolize(&raw);
+    let prof = profmap::symbolize::symbolize(raw);
     eprintln!(
         "{}: {} on-CPU samples, {} off-CPU intervals, lost {}, unwind failures {}, truncated {}, unnamed {}; warnings {:?}",
         program,

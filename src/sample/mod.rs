@@ -19,8 +19,6 @@ pub use linux::{Capabilities, Check, PerfSampler, TaskWatcher, monotonic_ns, pro
 
 use serde::{Deserialize, Serialize};
 
-use crate::profile::SampleKind;
-
 /// A module (a mapped file) referenced by user frames.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RawModule {
@@ -52,25 +50,6 @@ pub struct RawStackNode {
     pub parent: Option<u32>,
     /// Index into `RawProfile::frames`.
     pub frame: u32,
-}
-
-/// One weighted sample: an on-CPU tick or an off-CPU interval.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RawSample {
-    pub pid: i32,
-    pub tid: i32,
-    /// Nanoseconds since `t0_ns` (samples taken before t0 are clamped to 0).
-    pub time_ns: u64,
-    /// Leaf node in `RawProfile::stacks`.
-    pub stack: Option<u32>,
-    pub weight_ns: u64,
-    pub kind: SampleKind,
-    /// Off-CPU only: who ended the interval (see `profile::Waker`); its `stack` is a
-    /// node in `RawProfile::stacks` (kernel frames only).
-    pub waker: Option<crate::profile::Waker>,
-    /// Off-CPU only: the blocked syscall's first argument and the resource it named
-    /// when it was a descriptor of a live process (see [`waiton`]).
-    pub wait: Option<RawWait>,
 }
 
 /// The argument registers of a switch-out, raw: which syscall they belong to (hence
@@ -128,7 +107,15 @@ pub struct RawProfile {
     pub modules: Vec<RawModule>,
     pub frames: Vec<RawFrame>,
     pub stacks: Vec<RawStackNode>,
-    pub samples: Vec<RawSample>,
+    /// On-CPU ticks and off-CPU intervals, by time relative to `t0_ns` (those taken
+    /// before it clamped to 0); stacks are leaf nodes in `stacks`, and so are the
+    /// wakers' (kernel frames only). Symbolization takes them over as they are (with
+    /// their stacks renumbered) rather than copying them.
+    pub samples: crate::profile::Samples,
+    /// Off-CPU samples only, sparse: (sample index, the blocked syscall's first argument
+    /// and the resource it named when it was a descriptor of a live process; see
+    /// [`waiton`]), ascending by index.
+    pub waits: Vec<(u32, RawWait)>,
     /// Names of `RawFrame::KernelNamed` frames.
     pub kernel_names: Vec<String>,
     pub processes: Vec<RawProcess>,

@@ -159,17 +159,17 @@ pub fn syscall_of_wrapper(function: &str) -> Option<&str> {
         .or_else(|| FD_FIRST.iter().copied().find(|s| *s == name))
 }
 
-/// The waits table of a symbolized profile from its samples' raw waits (`raw[i]` is
-/// sample `i`'s): one entry per off-CPU sample blocked in a syscall, with the
+/// The waits table of a symbolized profile from its samples' raw waits ((sample index,
+/// wait), ascending): one entry per off-CPU sample blocked in a syscall, with the
 /// descriptor and its resource when the syscall takes one first. Resources no wait
 /// and no socket (`p.sockets`) uses (speculative look-ups of non-descriptors) are
 /// dropped from `p.resources`, and the sockets' indices follow.
-pub fn attach_waits(p: &mut SampledProfile, raw: &[Option<RawWait>]) {
+pub fn attach_waits(p: &mut SampledProfile, raw: &[(u32, RawWait)]) {
     let mut used = vec![None; p.resources.len()];
     let mut kept = Vec::new();
     let mut waits = Vec::new();
-    for (i, w) in raw.iter().enumerate() {
-        let (Some(w), Some(s)) = (w, p.samples.get(i)) else {
+    for &(i, ref w) in raw {
+        let Some(s) = p.samples.get(i as usize) else {
             continue;
         };
         let Some(syscall) = s.stack.and_then(|l| syscall_of_stack(p, l)) else {
@@ -190,7 +190,7 @@ pub fn attach_waits(p: &mut SampledProfile, raw: &[Option<RawWait>]) {
             .filter(|_| fd.is_some())
             .and_then(|r| keep(r, &p.resources, &mut used, &mut kept));
         waits.push(WaitOn {
-            sample: i as u32,
+            sample: i,
             fd,
             arg0: w.arg0,
             resource,
@@ -302,14 +302,25 @@ mod tests {
             resources: vec![res("unused"), res("pipe:[7]")],
             ..SampledProfile::default()
         };
-        let raw = |arg0, resource| {
-            Some(RawWait {
-                arg0,
-                resource,
-                pollfd0: None,
-            })
+        let raw = |sample, arg0, resource| {
+            (
+                sample,
+                RawWait {
+                    arg0,
+                    resource,
+                    pollfd0: None,
+                },
+            )
         };
-        attach_waits(&mut p, &[raw(4, Some(1)), raw(0x7f00, Some(0)), None]);
+        // Sample 2 has no wait; a wait past the samples is ignored.
+        attach_waits(
+            &mut p,
+            &[
+                raw(0, 4, Some(1)),
+                raw(1, 0x7f00, Some(0)),
+                raw(9, 4, Some(1)),
+            ],
+        );
         assert_eq!(p.resources, vec![res("pipe:[7]")]);
         assert_eq!(p.waits.len(), 2);
         assert_eq!((p.waits[0].fd, p.waits[0].resource), (Some(4), Some(0)));
@@ -354,12 +365,12 @@ mod tests {
             resources: vec![file.clone()],
             ..SampledProfile::default()
         };
-        let raw = Some(RawWait {
+        let raw = RawWait {
             arg0: 5,
             resource: Some(0),
             pollfd0: None,
-        });
-        attach_waits(&mut p, &[raw, raw]);
+        };
+        attach_waits(&mut p, &[(0, raw), (1, raw)]);
         assert_eq!(p.waits.len(), 1, "{:?}", p.waits);
         assert_eq!(p.waits[0].sample, 0);
         assert_eq!((p.waits[0].fd, p.waits[0].resource), (Some(5), Some(0)));

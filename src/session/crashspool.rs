@@ -122,7 +122,7 @@ fn rebuild(r: Recovered) -> Recording {
     if let Some(p) = &r.problem {
         note.push_str(&format!(" (its last append was cut off: {p})"));
     }
-    let mut prof = crate::symbolize::symbolize(&r.raw);
+    let mut prof = crate::symbolize::symbolize(r.raw);
     prof.wall_ms = span_ns as f64 / 1e6;
     prof.quality.warnings.push(note);
     let mut rec = Recording::new(r.meta);

@@ -526,7 +526,7 @@ fn profiled_run(
     let wall_ms = m.wall_ms;
     rec.profiled_run = Some(m);
     let raw = hooks.finish()?;
-    let mut prof = crate::symbolize::symbolize(&raw);
+    let mut prof = crate::symbolize::symbolize(raw);
     prof.wall_ms = wall_ms;
     rec.sampled = Some(prof);
     if exit == ExitStatus::Interrupted || measure::signals::interrupted() {

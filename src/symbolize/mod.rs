@@ -29,12 +29,13 @@ use blazesym::symbolize::{Input, Sym, Symbolized, Symbolizer};
 
 use crate::profile::{
     Frame, FrameKind, ProcessInfo, SampleKind, SampleQuality, SampledProfile, Samples, StackNode,
-    ThreadInfo, ThreadSample,
+    ThreadInfo,
 };
 use crate::sample::{RawFrame, RawProfile};
 
-/// Symbolize a raw profile. Never fails: what cannot be named is kept as an address.
-pub fn symbolize(raw: &RawProfile) -> SampledProfile {
+/// Symbolize a raw profile, taking its samples over. Never fails: what cannot be named
+/// is kept as an address.
+pub fn symbolize(mut raw: RawProfile) -> SampledProfile {
     let symbolizer = Symbolizer::builder()
         .enable_code_info(true)
         .enable_inlined_fns(true)
@@ -43,7 +44,7 @@ pub fn symbolize(raw: &RawProfile) -> SampledProfile {
     let mut unnamed = 0u64;
     let mut grouper = stripped::Grouper::default();
     let mut warnings = raw.warnings.clone();
-    let expanded = expand_frames(raw, &symbolizer, &mut grouper, &mut unnamed, &mut warnings);
+    let expanded = expand_frames(&raw, &symbolizer, &mut grouper, &mut unnamed, &mut warnings);
 
     let mut frames: Vec<Frame> = Vec::new();
     let mut frame_ids: HashMap<Frame, u32> = HashMap::new();
@@ -73,29 +74,16 @@ pub fn symbolize(raw: &RawProfile) -> SampledProfile {
         node_map.push(cur);
     }
 
-    let samples: Samples = raw
-        .samples
-        .iter()
-        .map(|s| {
-            let sample = ThreadSample {
-                pid: s.pid,
-                tid: s.tid,
-                time_ns: s.time_ns,
-                stack: s
-                    .stack
-                    .and_then(|i| node_map.get(i as usize).copied().flatten()),
-                weight_ns: s.weight_ns,
-                kind: s.kind,
-            };
-            let waker = s.waker.map(|w| crate::profile::Waker {
-                stack: w
-                    .stack
-                    .and_then(|i| node_map.get(i as usize).copied().flatten()),
-                ..w
-            });
-            (sample, waker)
-        })
-        .collect();
+    // The raw samples become the profile's, their stacks (and their wakers') renumbered
+    // in place: no second list of samples.
+    let mut samples: Samples = std::mem::take(&mut raw.samples);
+    let node = |leaf: Option<u32>| leaf.and_then(|i| node_map.get(i as usize).copied().flatten());
+    for s in samples.iter_mut() {
+        s.stack = node(s.stack);
+    }
+    for w in samples.wakers_mut() {
+        w.stack = node(w.stack);
+    }
 
     let on_cpu = samples
         .iter()
@@ -147,17 +135,16 @@ pub fn symbolize(raw: &RawProfile) -> SampledProfile {
         quality,
         wakers_recorded: raw.wakers_recorded,
         sockets_recorded: raw.sockets_recorded,
-        sockets: raw.sockets.clone(),
+        sockets: std::mem::take(&mut raw.sockets),
         file_reads_recorded: raw.file_reads_recorded,
-        file_reads: raw.file_reads.clone(),
-        resources: raw.resources.clone(),
+        file_reads: std::mem::take(&mut raw.file_reads),
+        resources: std::mem::take(&mut raw.resources),
         waits: Vec::new(),
         python: Default::default(),
-        modules: modules(raw),
+        modules: modules(&raw),
     };
-    let waits: Vec<_> = raw.samples.iter().map(|s| s.wait).collect();
-    crate::sample::waiton::attach_waits(&mut profile, &waits);
-    python::merge(&mut profile, raw.python.clone());
+    crate::sample::waiton::attach_waits(&mut profile, &raw.waits);
+    python::merge(&mut profile, std::mem::take(&mut raw.python));
     profile
 }
 

@@ -24,7 +24,11 @@ pub fn compile(name: &str, flags: &[&str]) -> PathBuf {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let c = fixtures.join("c").join(format!("{name}.c"));
     let rust = fixtures.join("rust").join(format!("{name}.rs"));
-    let tmp = out.with_extension(format!("tmp{}", std::process::id()));
+    // One temporary per call: two tests of one binary may compile the same fixture at
+    // once (the second rename then replaces the first's identical file).
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = out.with_extension(format!("tmp{}-{call}", std::process::id()));
     let mut cmd = if c.exists() {
         let mut cmd = Command::new("cc");
         cmd.args(["-O2", "-g"]).args(flags).arg(&c).arg("-lpthread");

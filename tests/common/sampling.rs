@@ -49,7 +49,7 @@ pub fn profile(program: &str, args: &[&str], file_reads: bool) -> SampledProfile
     wait_all();
     let raw = sampler.finish(t0).expect("finish");
     drop(launched);
-    let p = profmap::symbolize::symbolize(&raw);
+    let p = profmap::symbolize::symbolize(raw);
     eprintln!("warnings {:?}", p.quality.warnings);
     eprintln!("resources {:?}", p.resources);
     eprintln!("waits {:?}", p.waits);

@@ -13,7 +13,7 @@ use super::{Delta, Head, MAGIC, Start, TAG_HEAD, TAG_SAMPLES, TAG_START, TAG_TAB
 use crate::profile::pmr::{Next, columns, next_chunk, show_tag};
 use crate::profile::validate::{MAX_FRAMES, MAX_PROCESSES, MAX_SAMPLES};
 use crate::profile::{Samples, SessionMeta};
-use crate::sample::{RawFrame, RawProcess, RawProfile, RawSample, RawThread};
+use crate::sample::{RawFrame, RawProcess, RawProfile, RawThread};
 
 /// What a spool held.
 #[derive(Debug)]
@@ -181,18 +181,7 @@ impl State {
         if got.iter().any(|s| !known(s.stack)) || got.wakers().iter().any(|w| !known(w.1.stack)) {
             return Err("a sample names a stack not recorded".into());
         }
-        self.raw
-            .samples
-            .extend(got.iter_woken().map(|(s, waker)| RawSample {
-                pid: s.pid,
-                tid: s.tid,
-                time_ns: s.time_ns,
-                stack: s.stack,
-                weight_ns: s.weight_ns,
-                kind: s.kind,
-                waker,
-                wait: None,
-            }));
+        self.raw.samples.append(got);
         Ok(())
     }
 
@@ -203,12 +192,12 @@ impl State {
             .or_else(|| raw.samples.iter().map(|s| s.time_ns).min())
             .unwrap_or(0);
         raw.t0_ns = t0;
-        raw.samples.sort_by_key(|s| s.time_ns);
-        for s in &mut raw.samples {
+        raw.samples.sort_by_time();
+        for s in raw.samples.iter_mut() {
             s.time_ns = s.time_ns.saturating_sub(t0);
-            if let Some(w) = &mut s.waker {
-                w.time_ns = w.time_ns.saturating_sub(t0);
-            }
+        }
+        for w in raw.samples.wakers_mut() {
+            w.time_ns = w.time_ns.saturating_sub(t0);
         }
         raw.processes = self.processes.into_values().collect();
         raw.threads = self.threads.into_values().collect();

@@ -139,7 +139,7 @@ fn a_spool_reads_back_what_was_appended() {
     // Times are relative to the run's start.
     assert_eq!(r.raw.samples[0].time_ns, 1_000_000_000);
     assert_eq!(r.raw.samples[499].stack, Some(2));
-    let woken = r.raw.samples[499].waker.expect("waker");
+    let woken = r.raw.samples.waker(499).expect("waker");
     assert_eq!((woken.time_ns, woken.stack), (1_900_000_000, Some(1)));
     assert!(matches!(r.raw.samples[499].kind, SampleKind::OffCpu { .. }));
     assert_eq!(r.raw.processes.len(), 1);

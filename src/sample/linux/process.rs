@@ -36,10 +36,9 @@ use super::offcpu::{self, OffCpu};
 use super::stackreuse::{self, Borrowed, KernelPart, StackReuse, StackSource};
 use super::sys::{OwnedRecord, REG_BP, REG_DI, REG_IP, REG_SI, REG_SP};
 use super::unwind::{self, ElfCache, ProcUnwinder};
-use crate::profile::{SampleKind, WaitState};
+use crate::profile::{SampleKind, Samples, ThreadSample, WaitState, Waker};
 use crate::sample::{
-    RawFrame, RawMapping, RawModule, RawProcess, RawProfile, RawSample, RawStackNode, RawThread,
-    RawWait,
+    RawFrame, RawMapping, RawModule, RawProcess, RawProfile, RawStackNode, RawThread, RawWait,
 };
 
 /// What identifies a switch-out sample for the late stack read.
@@ -148,7 +147,8 @@ pub(crate) struct Processor {
     frame_ids: HashMap<RawFrame, u32>,
     stacks: Vec<RawStackNode>,
     stack_ids: HashMap<(Option<u32>, u32), u32>,
-    samples: Vec<RawSample>,
+    /// On-CPU samples (absolute times); off-CPU intervals join them in `finish`.
+    samples: Vec<ThreadSample>,
     offcpu: OffCpu,
     /// Names the descriptors blocked syscalls wait on (see `fdres`).
     fds: Resolver,
@@ -690,15 +690,13 @@ impl Processor {
         match role {
             EventRole::OnCpu => {
                 let weight = self.nominal_period_ns.or(s.period).unwrap_or(1_000_000);
-                self.samples.push(RawSample {
+                self.samples.push(ThreadSample {
                     pid,
                     tid,
                     time_ns: time,
                     stack,
                     weight_ns: weight,
                     kind: SampleKind::OnCpu,
-                    waker: None,
-                    wait: None,
                 });
             }
             EventRole::SwitchOut { prev_state } | EventRole::SwitchLite { prev_state } => {
@@ -1015,11 +1013,26 @@ impl Processor {
         let intervals = offcpu.finish(end_ns, |tid| threads.get(&tid).is_some_and(|t| !t.exited));
         let stacks = offcpu::stack_sources(&intervals);
         let unseen = looked.then(|| offcpu::unseen(&intervals));
-        self.samples
-            .extend(intervals.into_iter().map(|iv| off_cpu_sample(iv, t0_ns)));
-        let mut samples = std::mem::take(&mut self.samples);
-        samples.sort_by_key(|s| s.time_ns);
-        for s in &mut samples {
+        // The on-CPU samples, then the intervals (with their wakers and waits in side
+        // tables), then all sorted by time: one list, never a second copy of it.
+        let mut samples = Samples::from(std::mem::take(&mut self.samples));
+        samples.reserve(intervals.len());
+        let mut waits = Vec::new();
+        for iv in intervals {
+            let wait = iv.wait;
+            let (sample, waker) = off_cpu_sample(iv, t0_ns);
+            if let Some(w) = wait {
+                waits.push((samples.len() as u32, w));
+            }
+            samples.push_woken(sample, waker);
+        }
+        let new_of = samples.sort_by_time();
+        for w in &mut waits {
+            w.0 = new_of[w.0 as usize];
+        }
+        drop(new_of);
+        waits.sort_unstable_by_key(|w| w.0);
+        for s in samples.iter_mut() {
             s.time_ns = s.time_ns.saturating_sub(t0_ns);
         }
         let mut warnings = Vec::new();
@@ -1072,6 +1085,7 @@ impl Processor {
             frames: self.frames,
             stacks: self.stacks,
             samples,
+            waits,
             kernel_names: self.kernel_names,
             processes,
             threads,
@@ -1098,22 +1112,22 @@ impl Processor {
     }
 }
 
-/// An off-CPU interval as a sample; the waker's time becomes relative to t0 here (the
-/// sample's own time is made relative with the others).
-fn off_cpu_sample(iv: offcpu::Interval, t0_ns: u64) -> RawSample {
-    RawSample {
+/// An off-CPU interval as a sample with its waker; the waker's time becomes relative to
+/// t0 here (the sample's own time is made relative with the others).
+fn off_cpu_sample(iv: offcpu::Interval, t0_ns: u64) -> (ThreadSample, Option<Waker>) {
+    let sample = ThreadSample {
         pid: iv.pid,
         tid: iv.tid,
         time_ns: iv.start,
         stack: iv.stack,
         weight_ns: iv.duration,
         kind: SampleKind::OffCpu { state: iv.state },
-        waker: iv.waker.map(|w| crate::profile::Waker {
-            time_ns: w.time_ns.saturating_sub(t0_ns),
-            ..w
-        }),
-        wait: iv.wait,
-    }
+    };
+    let waker = iv.waker.map(|w| Waker {
+        time_ns: w.time_ns.saturating_sub(t0_ns),
+        ..w
+    });
+    (sample, waker)
 }
 
 /// A sample's callchain split into its kernel part and the kernel's frame-pointer

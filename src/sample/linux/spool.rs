@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use super::process::Processor;
 use crate::profile::spool::{Delta, SamplerInfo, SpoolSink};
 use crate::profile::{SampleKind, ThreadSample, Woken};
-use crate::sample::{RawFrame, RawModule, RawProcess, RawSample, RawStackNode, RawThread};
+use crate::sample::{RawFrame, RawModule, RawProcess, RawStackNode, RawThread};
 
 /// How often the drain thread appends: what a crash loses at most (besides the
 /// records still in the rings and the sort buffer, ~20 ms).
@@ -38,7 +38,7 @@ pub(crate) struct View<'a> {
     /// Kernel functions known by name.
     pub kernel_names: &'a [String],
     /// On-CPU samples, absolute times.
-    pub samples: &'a [RawSample],
+    pub samples: &'a [ThreadSample],
     /// Off-CPU intervals closed so far, absolute times.
     pub off_cpu: &'a [super::offcpu::Interval],
     /// Records the kernel dropped so far.
@@ -141,17 +141,7 @@ impl SpoolWriter {
         };
         let samples = v.samples[tail(v.samples.len(), s.samples)]
             .iter()
-            .map(|r| {
-                let s = ThreadSample {
-                    pid: r.pid,
-                    tid: r.tid,
-                    time_ns: r.time_ns,
-                    stack: r.stack,
-                    weight_ns: r.weight_ns,
-                    kind: r.kind,
-                };
-                (s, r.waker)
-            })
+            .map(|&s| (s, None))
             .chain(
                 v.off_cpu[tail(v.off_cpu.len(), s.off_cpu)]
                     .iter()
