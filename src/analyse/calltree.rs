@@ -467,30 +467,23 @@ impl<'a> Builder<'a> {
             cats[i] = cat;
             leaves.push(self.add_sample(s, cat) as u32);
         }
-        let mut sample_crit_ns;
-        let critical = match critical::critical_path(self.p, &|i| cats[i]) {
-            Some(mut cp) => {
+        let (critical, sample_crit_ns) = match critical::critical_path(self.p, &|i| cats[i]) {
+            Some(cp) => {
                 let model = self.add_critical_path(&cp, &cats, &leaves);
-                sample_crit_ns = std::mem::take(&mut cp.own_ns);
-                for c in &cp.overrides {
-                    if let Some(x) = sample_crit_ns.get_mut(c.sample as usize) {
-                        *x += c.ns;
-                    }
-                }
-                model
+                (model, cp.per_sample_ns())
             }
             None => {
-                sample_crit_ns = vec![0u64; self.p.samples.len()];
+                let mut crit_ns = vec![0u64; self.p.samples.len()];
                 for (i, s) in self.p.samples.iter().enumerate() {
                     let explained = explained_categories(
                         parents_of_profiled.contains(&self.groups.group_of(s.pid)),
                     );
                     if !explained.contains(&cats[i]) {
                         self.add_crit(leaves[i] as usize, s.weight_ns, cats[i]);
-                        sample_crit_ns[i] = s.weight_ns;
+                        crit_ns[i] = s.weight_ns;
                     }
                 }
-                CriticalModel::ThreadTime
+                (CriticalModel::ThreadTime, crit_ns)
             }
         };
         CallTree {

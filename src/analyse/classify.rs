@@ -566,11 +566,7 @@ pub fn match_user_rule(user_frames: &[&str]) -> Option<&'static UserRule> {
 /// underscores dropped, and the angle brackets of Rust's and C++'s qualified names
 /// (`<std::sys::sync::thread_parking::futex::Parker>::park`) taken out.
 fn user_name(function: &str) -> String {
-    let name = base_name(function).trim_start_matches('_');
-    let name = name
-        .strip_prefix("GI_")
-        .map_or(name, |n| n.trim_start_matches('_'));
-    name.replace(['<', '>'], "")
+    crate::profile::unaliased(base_name(function)).replace(['<', '>'], "")
 }
 
 #[cfg(test)]

@@ -117,6 +117,17 @@ impl CriticalPath {
         })
         .chain(self.overrides.iter().copied())
     }
+
+    /// The time charged to each sample, whatever its category, by sample index.
+    pub fn per_sample_ns(self) -> Vec<u64> {
+        let mut ns = self.own_ns;
+        for c in &self.overrides {
+            if let Some(x) = ns.get_mut(c.sample as usize) {
+                *x += c.ns;
+            }
+        }
+        ns
+    }
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -124,9 +124,13 @@ pub fn sample_resources(p: &SampledProfile, cats: &[WaitCategory]) -> SampleReso
         .collect();
     // Ascending by sample; of two entries for one sample the later one counts.
     named.sort_by_key(|e| e.0);
-    named.reverse();
-    named.dedup_by_key(|e| e.0);
-    named.reverse();
+    named.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            *kept = *later;
+        }
+        same
+    });
     let after = AfterWake::of(p);
     if after.is_empty() {
         return SampleResources(named);

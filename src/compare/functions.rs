@@ -64,9 +64,9 @@ impl FunctionTable {
             },
             ..Default::default()
         };
-        for (i, s) in p.samples.iter().enumerate() {
+        for (s, waker) in p.samples.iter_woken() {
             let on_cpu = matches!(s.kind, SampleKind::OnCpu);
-            if !on_cpu && p.samples.waker(i).is_some() {
+            if !on_cpu && waker.is_some() {
                 continue;
             }
             let ms = s.weight_ns as f64 / 1e6;

@@ -40,7 +40,7 @@ pub use python::{
 pub use sampled::{
     FileReads, Frame, FrameKind, MAX_TURNS_PER_SOCKET, ModuleInfo, ProcessInfo, Protocol, Resource,
     ResourceKind, SampleKind, SampleQuality, SampledProfile, SocketTraffic, StackNode, ThreadInfo,
-    ThreadSample, Turn, WaitOn, WaitState, Waker,
+    ThreadSample, Turn, WaitOn, WaitState, Waker, unaliased,
 };
 pub use samples::{Samples, Woken};
 pub use source::MAX_JSON_BYTES;

@@ -258,6 +258,15 @@ impl Frame {
     }
 }
 
+/// A C library function's name without its leading underscores and glibc's
+/// internal-alias prefix: `__GI___libc_read` → `libc_read`, `___pthread_cond_wait64` →
+/// `pthread_cond_wait64`.
+pub fn unaliased(function: &str) -> &str {
+    let name = function.trim_start_matches('_');
+    name.strip_prefix("GI_")
+        .map_or(name, |n| n.trim_start_matches('_'))
+}
+
 /// A node of the interned stack tree: a frame with its caller's node.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
 pub struct StackNode {

@@ -189,13 +189,6 @@ impl Samples {
         self.list.shrink_to_fit();
         self.wakers.shrink_to_fit();
     }
-
-    /// The off-CPU samples' count and the on-CPU ones', in one pass.
-    pub fn count_kinds(&self) -> (usize, usize) {
-        let on = self.list.iter().filter(|s| s.kind == SampleKind::OnCpu);
-        let on = on.count();
-        (self.list.len() - on, on)
-    }
 }
 
 impl Deref for Samples {

@@ -262,12 +262,12 @@ fn samples(s: &SampledProfile) -> Result<(), String> {
     count("samples", s.samples.len(), MAX_SAMPLES)?;
     let stacks = s.stacks.len();
     let mut total: u64 = 0;
-    for (i, x) in s.samples.iter().enumerate() {
+    for (i, (x, waker)) in s.samples.iter_woken().enumerate() {
         in_range(format_args!("sample {i}"), x.stack, stacks)?;
         ns(format_args!("sample {i} time_ns"), x.time_ns)?;
         ns(format_args!("sample {i} weight_ns"), x.weight_ns)?;
         total = total.saturating_add(x.weight_ns);
-        if let Some(w) = s.samples.waker(i) {
+        if let Some(w) = waker {
             if x.kind == SampleKind::OnCpu {
                 return Err(format!(
                     "sample {i} is on-CPU but has a waker (only off-CPU intervals are woken)"

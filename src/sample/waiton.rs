@@ -146,10 +146,7 @@ const WRAPPERS: &[(&str, &str)] = &[
 /// a descriptor (and poll): `__GI___libc_read`, `__libc_recv`, `__read_nocancel`,
 /// `__GI___poll`. None for any other function.
 pub fn syscall_of_wrapper(function: &str) -> Option<&str> {
-    let name = function.trim_start_matches('_');
-    let name = name
-        .strip_prefix("GI_")
-        .map_or(name, |n| n.trim_start_matches('_'));
+    let name = crate::profile::unaliased(function);
     let name = name.strip_prefix("libc_").unwrap_or(name);
     let name = name.strip_suffix("_nocancel").unwrap_or(name);
     WRAPPERS
@@ -245,6 +242,33 @@ mod tests {
         assert!(!takes_fd_first("poll") && !takes_fd_first("futex"));
     }
 
+    /// A 5 ns sleep of thread 1 with leaf `stack`.
+    fn sample(stack: u32) -> ThreadSample {
+        ThreadSample {
+            pid: 1,
+            tid: 1,
+            time_ns: 0,
+            stack: Some(stack),
+            weight_ns: 5,
+            kind: SampleKind::OffCpu {
+                state: WaitState::Sleeping,
+            },
+        }
+    }
+
+    /// A resource of process 1.
+    fn resource(kind: ResourceKind, name: &str) -> Resource {
+        Resource {
+            kind,
+            name: name.into(),
+            local: None,
+            peer: None,
+            pid: 1,
+            service: None,
+            peer_local: None,
+        }
+    }
+
     fn kernel(function: &str) -> Frame {
         Frame {
             function: function.into(),
@@ -272,25 +296,7 @@ mod tests {
                 frame: 2,
             },
         ];
-        let sample = |stack| ThreadSample {
-            pid: 1,
-            tid: 1,
-            time_ns: 0,
-            stack: Some(stack),
-            weight_ns: 5,
-            kind: SampleKind::OffCpu {
-                state: WaitState::Sleeping,
-            },
-        };
-        let res = |name: &str| Resource {
-            kind: ResourceKind::Pipe,
-            name: name.into(),
-            local: None,
-            peer: None,
-            pid: 1,
-            service: None,
-            peer_local: None,
-        };
+        let res = |name: &str| resource(ResourceKind::Pipe, name);
         let mut p = SampledProfile {
             frames: vec![
                 kernel("__x64_sys_read"),
@@ -338,25 +344,7 @@ mod tests {
             ..kernel(function)
         };
         let node = |parent, frame| StackNode { parent, frame };
-        let sample = |stack| ThreadSample {
-            pid: 1,
-            tid: 1,
-            time_ns: 0,
-            stack: Some(stack),
-            weight_ns: 5,
-            kind: SampleKind::OffCpu {
-                state: WaitState::Sleeping,
-            },
-        };
-        let file = Resource {
-            kind: ResourceKind::File,
-            name: "/data/a".into(),
-            local: None,
-            peer: None,
-            pid: 1,
-            service: None,
-            peer_local: None,
-        };
+        let file = resource(ResourceKind::File, "/data/a");
         let mut p = SampledProfile {
             frames: vec![user("main"), user("__GI___libc_read"), user("compute")],
             // main → read; main → compute
@@ -379,15 +367,7 @@ mod tests {
 
     #[test]
     fn sockets_keep_their_resources_and_follow_the_renumbering() {
-        let res = |name: &str| Resource {
-            kind: ResourceKind::SocketTcp,
-            name: name.into(),
-            local: None,
-            peer: None,
-            pid: 1,
-            service: None,
-            peer_local: None,
-        };
+        let res = |name: &str| resource(ResourceKind::SocketTcp, name);
         let socket = |resource| crate::profile::SocketTraffic {
             pid: 1,
             fd: 3,

@@ -44,7 +44,7 @@
 use std::collections::HashMap;
 
 use super::stackreuse::StackSource;
-use crate::profile::{WaitState, Waker};
+use crate::profile::{SampleKind, ThreadSample, WaitState, Waker};
 use crate::sample::RawWait;
 
 /// How soon after an exit a blocked thread must run again for the exit to be its waker.
@@ -131,6 +131,20 @@ pub(crate) struct Interval {
     pub waker: Option<Waker>,
     pub wait: Option<RawWait>,
     pub source: StackSource,
+}
+
+impl Interval {
+    /// The interval as an off-CPU sample (absolute time, stack in the sampler's table).
+    pub fn sample(&self) -> ThreadSample {
+        ThreadSample {
+            pid: self.pid,
+            tid: self.tid,
+            time_ns: self.start,
+            stack: self.stack,
+            weight_ns: self.duration,
+            kind: SampleKind::OffCpu { state: self.state },
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -1115,19 +1115,11 @@ impl Processor {
 /// An off-CPU interval as a sample with its waker; the waker's time becomes relative to
 /// t0 here (the sample's own time is made relative with the others).
 fn off_cpu_sample(iv: offcpu::Interval, t0_ns: u64) -> (ThreadSample, Option<Waker>) {
-    let sample = ThreadSample {
-        pid: iv.pid,
-        tid: iv.tid,
-        time_ns: iv.start,
-        stack: iv.stack,
-        weight_ns: iv.duration,
-        kind: SampleKind::OffCpu { state: iv.state },
-    };
     let waker = iv.waker.map(|w| Waker {
         time_ns: w.time_ns.saturating_sub(t0_ns),
         ..w
     });
-    (sample, waker)
+    (iv.sample(), waker)
 }
 
 /// A sample's callchain split into its kernel part and the kernel's frame-pointer

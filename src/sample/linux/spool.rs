@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use super::process::Processor;
 use crate::profile::spool::{Delta, SamplerInfo, SpoolSink};
-use crate::profile::{SampleKind, ThreadSample, Woken};
+use crate::profile::{ThreadSample, Woken};
 use crate::sample::{RawFrame, RawModule, RawProcess, RawStackNode, RawThread};
 
 /// How often the drain thread appends: what a crash loses at most (besides the
@@ -145,17 +145,7 @@ impl SpoolWriter {
             .chain(
                 v.off_cpu[tail(v.off_cpu.len(), s.off_cpu)]
                     .iter()
-                    .map(|iv| {
-                        let s = ThreadSample {
-                            pid: iv.pid,
-                            tid: iv.tid,
-                            time_ns: iv.start,
-                            stack: iv.stack,
-                            weight_ns: iv.duration,
-                            kind: SampleKind::OffCpu { state: iv.state },
-                        };
-                        (s, iv.waker)
-                    }),
+                    .map(|iv| (iv.sample(), iv.waker)),
             )
             .collect();
         self.sent = Sent {
