@@ -143,7 +143,7 @@ impl Builder {
                 pid,
                 tid,
                 time_ns: self.t,
-                stack: leaf,
+                stack: leaf.into(),
                 weight_ns,
                 kind,
             });
@@ -724,5 +724,27 @@ fn profmaps_own_fork_hook_is_left_out_of_the_target() {
             .any(|w| w.contains("40 ms") && w.contains("perf_event_init_task")),
         "{:?}",
         a.warnings
+    );
+
+    // And through `report`: the map the user reads says so too (the outputs analyse the
+    // profile without profmap's activity, and must not lose how much was left out).
+    let d = tempfile::tempdir().unwrap();
+    let pmr = d.path().join("profile.pmr");
+    profmap::profile::write_recording(&recording("forky", p), &pmr).unwrap();
+    let out = d.path().join("out");
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_profmap"))
+        .args(["report", "-q"])
+        .arg(&pmr)
+        .arg("--out")
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let map: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("performance_map.json")).unwrap()).unwrap();
+    let said = map.to_string();
+    assert!(
+        said.contains("perf_event_init_task") && said.contains("40 ms"),
+        "{said}"
     );
 }

@@ -102,7 +102,7 @@ fn client_of(peers: &[(u16, u32, u32)]) -> SampledProfile {
                 pid: PID,
                 tid: PID,
                 time_ns: t,
-                stack: Some(1),
+                stack: Some(1).into(),
                 weight_ns: MS,
                 kind: SampleKind::OnCpu,
             });
@@ -116,7 +116,7 @@ fn client_of(peers: &[(u16, u32, u32)]) -> SampledProfile {
                 pid: PID,
                 tid: PID,
                 time_ns: t + MS,
-                stack: Some(2),
+                stack: Some(2).into(),
                 weight_ns: 20 * MS,
                 kind: SampleKind::OffCpu {
                     state: WaitState::Sleeping,

@@ -101,6 +101,7 @@ impl EventLoopWaits {
             }
             let call = s
                 .stack
+                .get()
                 .and_then(|l| profmap::sample::waiton::syscall_of_stack(p, l));
             if !call.is_some_and(|c| EVENT_LOOP_CALLS.contains(&c.as_str())) {
                 continue;

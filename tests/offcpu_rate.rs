@@ -90,7 +90,7 @@ fn child_sleeps(p: &SampledProfile) -> Vec<(u64, Vec<String>)> {
                         state: WaitState::Sleeping,
                     }
         })
-        .map(|s| (s.weight_ns, functions(p, s.stack)))
+        .map(|s| (s.weight_ns, functions(p, s.stack.get())))
         .collect()
 }
 

@@ -306,7 +306,7 @@ fn check_threads(exe: &str, version_prefix: &str) -> (f64, f64) {
     let cats = profmap::analyse::analyse(&q).call_tree.sample_categories;
     let (mut on, mut idle, mut gil, mut off) = (0u64, 0u64, 0u64, 0u64);
     for (i, x) in q.samples.iter().enumerate() {
-        let Some(leaf) = x.stack else { continue };
+        let Some(leaf) = x.stack.get() else { continue };
         let frames = q.stack_frames(leaf);
         if !frames
             .iter()
@@ -358,7 +358,11 @@ fn merged_share(p: &SampledProfile, tid: i32) -> f64 {
         .iter()
         .filter(|s| s.tid == tid && s.time_ns >= first)
     {
-        let ids = s.stack.map(|l| p.stack_frame_ids(l)).unwrap_or_default();
+        let ids = s
+            .stack
+            .get()
+            .map(|l| p.stack_frame_ids(l))
+            .unwrap_or_default();
         let frames = || ids.iter().map(|&i| &p.frames[i as usize]);
         let python = frames().any(|f| f.kind == FrameKind::Python);
         if python || frames().any(|f| f.function == "_PyEval_EvalFrameDefault") {

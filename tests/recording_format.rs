@@ -38,7 +38,7 @@ fn func_shares(rec: &Recording) -> HashMap<String, f64> {
     let s = rec.sampled.as_ref().expect("deep profile");
     let mut by = HashMap::<String, u64>::new();
     for x in s.samples.iter().filter(|x| x.kind == SampleKind::OnCpu) {
-        let Some(leaf) = x.stack else { continue };
+        let Some(leaf) = x.stack.get() else { continue };
         let frames = s.stack_frames(leaf);
         if let Some(f) = frames
             .iter()

@@ -98,7 +98,7 @@ fn apply(rec: &mut Recording, d: &Damage) {
     let s = rec.sampled.as_mut().expect("sampled");
     let (n_samples, n_stacks, n_frames) = (s.samples.len(), s.stacks.len(), s.frames.len());
     match *d {
-        Damage::SampleStack(i, v) => s.samples[i % n_samples].stack = Some(v),
+        Damage::SampleStack(i, v) => s.samples[i % n_samples].stack = Some(v).into(),
         Damage::WakerStack(i, v) => {
             let x = &mut s.samples[i % n_samples];
             x.kind = SampleKind::OffCpu {

@@ -150,7 +150,7 @@ const THREE_FUNCS: &str = include_str!("fixtures/c/three_funcs.c");
 fn check_shares(prof: &SampledProfile, label: &str) {
     let mut counts: HashMap<String, u64> = HashMap::new();
     for s in prof.samples.iter().filter(|s| s.kind == SampleKind::OnCpu) {
-        if let Some(f) = user_leaf(prof, s.stack) {
+        if let Some(f) = user_leaf(prof, s.stack.get()) {
             *counts.entry(f).or_default() += 1;
         }
     }
@@ -194,7 +194,7 @@ fn on_cpu_shares_with_and_without_frame_pointers() {
             .collect();
         let with_main = on
             .iter()
-            .filter(|s| names(&prof, s.stack).iter().any(|f| f == "main"))
+            .filter(|s| names(&prof, s.stack.get()).iter().any(|f| f == "main"))
             .count();
         eprintln!(
             "{label}: {with_main}/{} on-CPU samples reach main",
@@ -208,7 +208,7 @@ fn on_cpu_shares_with_and_without_frame_pointers() {
 fn leaf_counts(prof: &SampledProfile) -> HashMap<String, u64> {
     let mut counts: HashMap<String, u64> = HashMap::new();
     for s in prof.samples.iter().filter(|s| s.kind == SampleKind::OnCpu) {
-        if let Some(f) = user_leaf(prof, s.stack) {
+        if let Some(f) = user_leaf(prof, s.stack.get()) {
             *counts.entry(f).or_default() += 1;
         }
     }
@@ -314,7 +314,7 @@ fn off_cpu_sleep_versus_compute() {
     let mut sleep_with_kernel = 0u64;
     let mut sleep_sleeping = 0u64;
     for s in &prof.samples {
-        let fr = names(&prof, s.stack);
+        let fr = names(&prof, s.stack.get());
         let in_compute = fr.iter().any(|f| f == "do_compute");
         let in_sleep = fr.iter().any(|f| f == "do_sleep");
         if in_compute {
@@ -333,7 +333,11 @@ fn off_cpu_sleep_versus_compute() {
             SampleKind::OffCpu { state } => {
                 if in_sleep {
                     sleep_intervals += 1;
-                    let stack = s.stack.map(|l| prof.stack_frames(l)).unwrap_or_default();
+                    let stack = s
+                        .stack
+                        .get()
+                        .map(|l| prof.stack_frames(l))
+                        .unwrap_or_default();
                     if stack.iter().any(|f| f.kind == FrameKind::Kernel) {
                         sleep_with_kernel += 1;
                     }
@@ -371,7 +375,12 @@ fn off_cpu_sleep_versus_compute() {
         .samples
         .iter()
         .filter(|s| matches!(s.kind, SampleKind::OffCpu { .. }))
-        .flat_map(|s| s.stack.map(|l| prof.stack_frames(l)).unwrap_or_default())
+        .flat_map(|s| {
+            s.stack
+                .get()
+                .map(|l| prof.stack_frames(l))
+                .unwrap_or_default()
+        })
         .filter(|f| f.kind == FrameKind::Kernel)
         .map(|f| f.function.clone())
         .collect();
@@ -391,7 +400,7 @@ fn threads_and_forked_children_are_followed() {
     let (_dir, prof) = profile_c("threads", THREADS);
     let mut per_tid: HashMap<i32, u64> = HashMap::new();
     for s in prof.samples.iter().filter(|s| s.kind == SampleKind::OnCpu) {
-        if names(&prof, s.stack).iter().any(|f| f == "spin") {
+        if names(&prof, s.stack.get()).iter().any(|f| f == "spin") {
             *per_tid.entry(s.tid).or_default() += 1;
         }
     }
@@ -420,7 +429,11 @@ fn threads_and_forked_children_are_followed() {
         .samples
         .iter()
         .filter(|s| s.pid == child && s.kind == SampleKind::OnCpu)
-        .filter(|s| names(&prof, s.stack).iter().any(|f| f == "child_work"))
+        .filter(|s| {
+            names(&prof, s.stack.get())
+                .iter()
+                .any(|f| f == "child_work")
+        })
         .count();
     eprintln!("forked child {child} (parent {parent}): {child_samples} samples in child_work");
     assert!(child_samples >= 100);
@@ -449,7 +462,7 @@ fn reach_share(prof: &SampledProfile, roots: &[&str]) -> (usize, usize) {
     let ok = on
         .iter()
         .filter(|s| {
-            names(prof, s.stack).iter().any(|f| {
+            names(prof, s.stack.get()).iter().any(|f| {
                 roots
                     .iter()
                     .any(|r| f == r || f.ends_with(&format!("::{r}")))
@@ -580,7 +593,7 @@ fn waits_in(prof: &SampledProfile, k: &str) -> Vec<Wait> {
         .iter_woken()
         .filter(|(s, _)| matches!(s.kind, SampleKind::OffCpu { state } if state != WaitState::Preempted))
         .filter(|(s, _)| {
-            s.stack
+            s.stack.get()
                 .map(|l| prof.stack_frames(l))
                 .unwrap_or_default()
                 .iter()
@@ -670,7 +683,7 @@ fn a_join_is_woken_by_the_joined_thread() {
     eprintln!(
         "main's longest wait: {} ms, {:?}, waker {:?}; worker tid {}",
         join.weight_ns / 1_000_000,
-        names(&prof, join.stack),
+        names(&prof, join.stack.get()),
         prof.samples.waker(at),
         worker.tid
     );

@@ -101,6 +101,7 @@ fn an_fsync_writer_waits_on_its_file() {
     let fsync = p.waits.iter().filter(|w| {
         let s = &p.samples[w.sample as usize];
         s.stack
+            .get()
             .and_then(|l| profmap::sample::waiton::syscall_of_stack(&p, l))
             .as_deref()
             == Some("fsync")

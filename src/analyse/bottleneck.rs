@@ -415,7 +415,7 @@ fn kernel_detail(p: &SampledProfile, tree: &CallTree, c: &Candidate) -> Option<S
             continue;
         }
         cpu += s.weight_ns;
-        let Some(leaf) = s.stack else { continue };
+        let Some(leaf) = s.stack.get() else { continue };
         let f = &p.frames[p.stacks[leaf as usize].frame as usize];
         if f.kind == FrameKind::Kernel {
             *by_fn.entry(f.function.as_str()).or_default() += s.weight_ns;

@@ -456,7 +456,7 @@ impl<'a> Builder<'a> {
         let mut cats: Vec<WaitCategory> = (0..self.p.samples.len())
             .map(|i| {
                 let s = &self.p.samples[i];
-                self.category(s.stack, s.kind)
+                self.category(s.stack.get(), s.kind)
             })
             .collect();
         let mut leaves = Vec::with_capacity(self.p.samples.len());
@@ -502,17 +502,17 @@ impl<'a> Builder<'a> {
     /// Add one sample's thread time along its stack; returns its deepest node.
     fn add_sample(&mut self, s: &ThreadSample, cat: WaitCategory) -> usize {
         let on_cpu = matches!(s.kind, SampleKind::OnCpu);
-        let at = match self.sample_node.get(&(s.pid, s.tid, s.stack)) {
+        let at = match self.sample_node.get(&(s.pid, s.tid, s.stack.get())) {
             Some(&at) => at,
             None => {
                 let mut at = self.thread_node(s.pid, s.tid);
-                if let Some(leaf) = s.stack {
+                if let Some(leaf) = s.stack.get() {
                     let pid = self.groups.group_of(s.pid);
                     for f in self.path(leaf) {
                         at = self.child(at, Key::Function(f), pid);
                     }
                 }
-                self.sample_node.insert((s.pid, s.tid, s.stack), at);
+                self.sample_node.insert((s.pid, s.tid, s.stack.get()), at);
                 at
             }
         };
@@ -743,7 +743,7 @@ mod tests {
             pid,
             tid,
             time_ns: 0,
-            stack: None,
+            stack: None.into(),
             weight_ns: 1,
             kind: SampleKind::OnCpu,
         };

@@ -670,7 +670,7 @@ mod tests {
                     pid,
                     tid,
                     time_ns: (t + 1) * MS,
-                    stack: None,
+                    stack: None.into(),
                     weight_ns: MS,
                     kind: SampleKind::OnCpu,
                 });
@@ -690,7 +690,7 @@ mod tests {
                 pid,
                 tid,
                 time_ns: from_ns,
-                stack: None,
+                stack: None.into(),
                 weight_ns: to_ns - from_ns,
                 kind: SampleKind::OffCpu {
                     state: WaitState::Sleeping,

@@ -234,7 +234,7 @@ pub fn hot_python_functions(p: &SampledProfile, n: usize) -> Vec<String> {
     for s in p.samples.iter().filter(|s| !preempted(s)) {
         let (mut node, mut any) = (s.stack, None);
         for _ in 0..=p.stacks.len() {
-            let Some(nd) = node.and_then(|i| p.stacks.get(i as usize)) else {
+            let Some(nd) = node.get().and_then(|i| p.stacks.get(i as usize)) else {
                 break;
             };
             if let Some(f) = p.frames.get(nd.frame as usize)
@@ -247,7 +247,7 @@ pub fn hot_python_functions(p: &SampledProfile, n: usize) -> Vec<String> {
                 }
                 any = any.or(Some(nd.frame));
             }
-            node = nd.parent;
+            node = nd.parent.into();
         }
         if let Some(frame) = any {
             *by.entry(frame).or_default() += s.weight_ns;
@@ -312,7 +312,7 @@ mod tests {
             pid: 1,
             tid: 1,
             time_ns: 0,
-            stack: Some(stack),
+            stack: Some(stack).into(),
             weight_ns: ms * 1_000_000,
             kind: SampleKind::OnCpu,
         };

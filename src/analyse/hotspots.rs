@@ -78,7 +78,7 @@ pub fn hotspots(p: &SampledProfile, tree: &CallTree) -> Vec<Hotspot> {
     let mut cache: HashMap<u32, StackFns> = HashMap::new();
     let mut acc: Vec<Acc> = (0..rep.len()).map(|_| Acc::default()).collect();
     for (i, s) in p.samples.iter().enumerate() {
-        let Some(leaf) = s.stack else { continue };
+        let Some(leaf) = s.stack.get() else { continue };
         let fns = cache
             .entry(leaf)
             .or_insert_with(|| stack_fns(p, leaf, &frame_fn));

@@ -135,7 +135,11 @@ pub fn line_table(
     let mut total = Acc::default();
     let mut by_line: BTreeMap<u32, Acc> = BTreeMap::new();
     for (i, s) in p.samples.iter().enumerate() {
-        let Some(line) = s.stack.and_then(|leaf| innermost_line(p, leaf, &is_it)) else {
+        let Some(line) = s
+            .stack
+            .get()
+            .and_then(|leaf| innermost_line(p, leaf, &is_it))
+        else {
             continue;
         };
         let on_cpu = s.kind == SampleKind::OnCpu;

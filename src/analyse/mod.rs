@@ -329,6 +329,7 @@ fn without_profiler_activity(p: &SampledProfile) -> (Option<SampledProfile>, u64
     }
     let is_own = |s: &crate::profile::ThreadSample| {
         s.stack
+            .get()
             .and_then(|l| own_stack.get(l as usize).copied())
             .unwrap_or(false)
     };
@@ -341,9 +342,7 @@ fn without_profiler_activity(p: &SampledProfile) -> (Option<SampledProfile>, u64
     if own_ns == 0 {
         return (None, 0);
     }
-    let mut q = p.clone();
-    q.retain_samples(|s| !is_own(s));
-    (Some(q), own_ns)
+    (Some(p.filtered(|s| !is_own(s))), own_ns)
 }
 
 /// The profile [`analyse`] works on: `p` without the samples that are profmap's own
@@ -351,16 +350,47 @@ fn without_profiler_activity(p: &SampledProfile) -> (Option<SampledProfile>, u64
 /// `sample_resources`, ...) index *its* samples: whoever reads them beside the samples
 /// (the diagnosis, the exporters) must use this profile, not the recording's.
 pub fn analysed_profile(p: &SampledProfile) -> std::borrow::Cow<'_, SampledProfile> {
-    match without_profiler_activity(p).0 {
-        Some(own) => std::borrow::Cow::Owned(own),
-        None => std::borrow::Cow::Borrowed(p),
+    Analysed::of(p).profile
+}
+
+/// The profile [`analyse`] works on (see [`analysed_profile`]) and how much of the
+/// recording's thread time was profmap's own and left out of it.
+#[derive(Debug)]
+pub struct Analysed<'a> {
+    pub profile: std::borrow::Cow<'a, SampledProfile>,
+    /// ns; the analysis warns of it.
+    pub profiler_ns: u64,
+}
+
+impl Analysed<'_> {
+    /// The analysed profile of `p`: `p` itself when it holds none of profmap's own
+    /// activity, else a copy without it.
+    pub fn of(p: &SampledProfile) -> Analysed<'_> {
+        let (own, profiler_ns) = without_profiler_activity(p);
+        let profile = match own {
+            Some(own) => std::borrow::Cow::Owned(own),
+            None => std::borrow::Cow::Borrowed(p),
+        };
+        Analysed {
+            profile,
+            profiler_ns,
+        }
+    }
+
+    /// Analyse it (what [`analyse`] does, for whoever needs the analysed profile too).
+    pub fn analyse(&self) -> Analysis {
+        analyse_own(&self.profile, self.profiler_ns)
     }
 }
 
 /// Analyse one sampled profile (see [`analysed_profile`] for which samples).
 pub fn analyse(p: &SampledProfile) -> Analysis {
-    let (own, profiler_ns) = without_profiler_activity(p);
-    let p = own.as_ref().unwrap_or(p);
+    Analysed::of(p).analyse()
+}
+
+/// Analyse `p`, which holds none of profmap's own activity (`profiler_ns` of it was
+/// left out).
+fn analyse_own(p: &SampledProfile, profiler_ns: u64) -> Analysis {
     let tree = CallTree::build(p);
     let classes = Classes::new(p, &tree);
     let mut builder = steps::StepBuilder::new(p, &tree, &classes);
@@ -418,7 +448,7 @@ pub fn analyse(p: &SampledProfile) -> Analysis {
     let no_stack: u64 = p
         .samples
         .iter()
-        .filter(|s| s.stack.is_none())
+        .filter(|s| s.stack.get().is_none())
         .map(|s| s.weight_ns)
         .sum();
     if no_stack > 0 {

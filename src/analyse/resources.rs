@@ -355,7 +355,7 @@ mod tests {
             pid: 1,
             tid: 1,
             time_ns: time_ms * MS,
-            stack: None,
+            stack: None.into(),
             weight_ns: dur_ms * MS,
             kind: SampleKind::OffCpu {
                 state: WaitState::Sleeping,
@@ -418,13 +418,13 @@ mod tests {
 
     #[test]
     fn dropping_samples_keeps_the_waits_on_theirs() {
-        let mut p = SampledProfile {
+        let p = SampledProfile {
             samples: vec![off(0, 10), off(20, 5), off(30, 40)].into(),
             resources: vec![res("a:1")],
             waits: vec![wait(0, Some(0)), wait(2, Some(0))],
             ..SampledProfile::default()
         };
-        p.retain_samples(|s| s.time_ns != 0);
+        let p = p.filtered(|s| s.time_ns != 0);
         assert_eq!(p.samples.len(), 2);
         assert_eq!(p.waits, vec![wait(1, Some(0))]);
         assert_eq!(

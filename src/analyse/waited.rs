@@ -314,7 +314,7 @@ mod tests {
             pid: 1,
             tid,
             time_ns: at_ms * MS,
-            stack: None,
+            stack: None.into(),
             weight_ns: dur_ms * MS,
             kind: SampleKind::OffCpu {
                 state: WaitState::Sleeping,

@@ -71,7 +71,11 @@ impl FunctionTable {
             }
             let ms = s.weight_ns as f64 / 1e6;
             t.total_wall_ms += ms;
-            let frames = s.stack.map(|l| stack_frames(p, l)).unwrap_or_default();
+            let frames = s
+                .stack
+                .get()
+                .map(|l| stack_frames(p, l))
+                .unwrap_or_default();
             let self_frame = frames
                 .iter()
                 .rev()

@@ -103,8 +103,10 @@ pub fn build(input: &Input) -> Profile {
             SampleKind::OnCpu => None,
             SampleKind::OffCpu { .. } => Some(input.category(i)),
         };
-        let stack = stacks.intern(&mut profile, &cats, p, thread, s.stack, off);
-        let left = carry.entry((thread, s.stack, off.is_some())).or_default();
+        let stack = stacks.intern(&mut profile, &cats, p, thread, s.stack.get(), off);
+        let left = carry
+            .entry((thread, s.stack.get(), off.is_some()))
+            .or_default();
         let total = *left + s.weight_ns;
         let weight = i32::try_from(total / interval).unwrap_or(i32::MAX);
         *left = total % interval;
@@ -161,8 +163,8 @@ fn off_cpu_marker(
         }
         None => profile.add_marker(thread, timing, wait),
     };
-    let stack = stacks.intern(profile, cats, &input.profile, thread, s.stack, None);
-    if s.stack.is_some() {
+    let stack = stacks.intern(profile, cats, &input.profile, thread, s.stack.get(), None);
+    if s.stack.get().is_some() {
         profile.set_marker_stack(thread, marker, stack);
     }
 }

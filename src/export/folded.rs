@@ -52,7 +52,9 @@ pub fn folded(p: &SampledProfile, on_cpu_only: bool) -> String {
         if on_cpu_only && !matches!(s.kind, SampleKind::OnCpu) {
             continue;
         }
-        *by_key.entry((s.pid, s.tid, s.stack, s.kind)).or_default() += s.weight_ns;
+        *by_key
+            .entry((s.pid, s.tid, s.stack.get(), s.kind))
+            .or_default() += s.weight_ns;
     }
     let mut weights: BTreeMap<String, u64> = BTreeMap::new();
     let mut stack_text: HashMap<(Option<u32>, SampleKind), String> = HashMap::new();

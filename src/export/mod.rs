@@ -43,11 +43,11 @@ pub struct Input<'a> {
 impl<'a> Input<'a> {
     /// The input for `rec`; None when it holds no deep profile (a `bench` session).
     pub fn new(rec: &'a Recording) -> Option<Input<'a>> {
-        let profile = crate::analyse::analysed_profile(rec.sampled.as_ref()?);
-        let a = crate::analyse::analyse(&profile);
+        let analysed = crate::analyse::Analysed::of(rec.sampled.as_ref()?);
+        let a = analysed.analyse();
         Some(Input {
             rec,
-            profile,
+            profile: analysed.profile,
             categories: Cow::Owned(a.call_tree.sample_categories),
             resources: Cow::Owned(a.call_tree.sample_resources),
         })

@@ -165,7 +165,7 @@ fn samples(input: &Input, t: &mut Tables) -> Vec<Sample> {
             }
         };
         let key = SampleKey {
-            stack: s.stack,
+            stack: s.stack.get(),
             pid: s.pid,
             tid: s.tid,
             off_cpu,

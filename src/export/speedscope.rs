@@ -278,7 +278,7 @@ mod tests {
             weight_ns: 10,
             kind: SampleKind::OnCpu,
         };
-        let mut wait = tick(30, Some(1));
+        let mut wait = tick(30, Some(1).into());
         wait.kind = SampleKind::OffCpu {
             state: WaitState::Sleeping,
         };
@@ -294,7 +294,7 @@ mod tests {
                     frame: 42,
                 },
             ],
-            samples: vec![tick(10, Some(0)), tick(20, Some(9)), wait].into(),
+            samples: vec![tick(10, Some(0).into()), tick(20, Some(9).into()), wait].into(),
             ..Default::default()
         };
         (rec, p)

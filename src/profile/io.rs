@@ -168,7 +168,7 @@ mod tests {
                 pid: 1,
                 tid: 2,
                 time_ns: 10,
-                stack: None,
+                stack: None.into(),
                 weight_ns: 5,
                 kind: SampleKind::OffCpu {
                     state: WaitState::Sleeping,

@@ -26,6 +26,53 @@ pub struct Samples {
     wakers: Vec<(u32, Waker)>,
 }
 
+/// Which samples a filter kept, and the new index of each kept one: a bit per sample
+/// and a count per 64 samples, not an index per sample.
+#[derive(Debug, Clone, Default)]
+pub struct Kept {
+    bits: Vec<u64>,
+    /// Samples kept before each word of `bits`.
+    before: Vec<u32>,
+}
+
+impl Kept {
+    fn of(list: &[ThreadSample], keep: impl Fn(&ThreadSample) -> bool) -> Kept {
+        let mut k = Kept {
+            bits: vec![0; list.len().div_ceil(64)],
+            before: Vec::with_capacity(list.len().div_ceil(64)),
+        };
+        for (i, s) in list.iter().enumerate() {
+            if keep(s) {
+                k.bits[i / 64] |= 1 << (i % 64);
+            }
+        }
+        let mut n = 0u32;
+        for w in &k.bits {
+            k.before.push(n);
+            n += w.count_ones();
+        }
+        k
+    }
+
+    /// How many were kept.
+    pub fn count(&self) -> usize {
+        match (self.before.last(), self.bits.last()) {
+            (Some(&b), Some(w)) => b as usize + w.count_ones() as usize,
+            _ => 0,
+        }
+    }
+
+    /// Sample `old`'s index among the kept ones; `None` when it was dropped or is past
+    /// the end.
+    pub fn new_index(&self, old: usize) -> Option<u32> {
+        let (word, bit) = (self.bits.get(old / 64)?, old % 64);
+        (word & (1 << bit) != 0).then(|| {
+            let below = (word & ((1u64 << bit) - 1)).count_ones();
+            self.before[old / 64] + below
+        })
+    }
+}
+
 /// A sample with the wake-up that ended it, as it is written and read.
 pub type Woken = (ThreadSample, Option<Waker>);
 
@@ -111,28 +158,26 @@ impl Samples {
         out
     }
 
-    /// Keep the samples `keep` says to; returns each old index's new one (`None`: gone).
-    pub fn retain(&mut self, keep: impl Fn(&ThreadSample) -> bool) -> Vec<Option<u32>> {
-        let mut new_index = Vec::with_capacity(self.list.len());
-        let mut n = 0u32;
-        for s in &self.list {
-            let kept = keep(s);
-            new_index.push(kept.then_some(n));
-            n += u32::from(kept);
-        }
-        let mut i = 0;
-        self.list.retain(|_| {
-            i += 1;
-            new_index[i - 1].is_some()
-        });
-        self.wakers.retain_mut(|(k, _)| {
-            let to = new_index.get(*k as usize).copied().flatten();
-            if let Some(to) = to {
-                *k = to;
-            }
-            to.is_some()
-        });
-        new_index
+    /// A copy holding only the samples `keep` says to, with their wakers, and which
+    /// were kept (each old index's new one). Copies only what it keeps: the list is
+    /// never held twice over.
+    pub fn filtered(&self, keep: impl Fn(&ThreadSample) -> bool) -> (Samples, Kept) {
+        let kept = Kept::of(&self.list, keep);
+        let mut out = Samples {
+            list: Vec::with_capacity(kept.count()),
+            wakers: Vec::new(),
+        };
+        out.list.extend(
+            self.list
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| kept.new_index(*i).is_some())
+                .map(|(_, s)| *s),
+        );
+        out.wakers = (self.wakers.iter())
+            .filter_map(|&(i, w)| Some((kept.new_index(i as usize)?, w)))
+            .collect();
+        (out, kept)
     }
 
     /// Sort the samples by time, stably (equal times keep their order), the wakers
@@ -272,7 +317,7 @@ impl Serialize for Samples {
             pid: s.pid,
             tid: s.tid,
             time_ns: s.time_ns,
-            stack: s.stack,
+            stack: s.stack.get(),
             weight_ns: s.weight_ns,
             kind: s.kind,
             waker,
@@ -303,7 +348,7 @@ impl<'de> serde::de::Visitor<'de> for WireSeq {
                 pid: w.pid,
                 tid: w.tid,
                 time_ns: w.time_ns,
-                stack: w.stack,
+                stack: w.stack.into(),
                 weight_ns: w.weight_ns,
                 kind: w.kind,
             };
@@ -323,7 +368,7 @@ mod tests {
             pid: 1,
             tid: 1 + (t % 2) as i32,
             time_ns: t,
-            stack: None,
+            stack: None.into(),
             weight_ns: 10,
             kind: if t.is_multiple_of(3) {
                 SampleKind::OffCpu {
@@ -352,21 +397,40 @@ mod tests {
     }
 
     #[test]
-    fn wakers_follow_their_samples_through_retain_and_truncate() {
-        let mut s = ten();
+    fn wakers_follow_their_samples_through_filtered_and_truncate() {
+        let s = ten();
         assert_eq!(s.len(), 10);
         assert_eq!(s.waker(3), Some(woke(3)));
         assert_eq!(s.waker(4), None);
         // Drop the odd times: 0, 2, 4, 6, 8 stay at 0..5; 0 and 6 keep their wakers.
-        let map = s.retain(|x| x.time_ns % 2 == 0);
-        assert_eq!(map[6], Some(3));
-        assert_eq!(map[3], None);
+        let (kept, map) = s.filtered(|x| x.time_ns % 2 == 0);
+        assert_eq!(s.len(), 10, "the original is left as it was");
+        let mut s = kept;
+        assert_eq!((map.new_index(6), map.new_index(3)), (Some(3), None));
+        assert_eq!((map.count(), map.new_index(10)), (5, None));
         let kept: Vec<u64> = s.iter().map(|x| x.time_ns).collect();
         assert_eq!(kept, [0, 2, 4, 6, 8]);
         assert_eq!(s.wakers(), &[(0, woke(0)), (3, woke(6))]);
         s.truncate(3);
         assert_eq!(s.wakers(), &[(0, woke(0))]);
         assert_eq!(s.waker(3), None, "past the end");
+    }
+
+    #[test]
+    fn kept_indices_agree_with_counting_across_words() {
+        let list: Vec<ThreadSample> = (0..300).map(at).collect();
+        for m in [1, 2, 3, 7, 64, 301] {
+            let k = Kept::of(&list, |s| s.time_ns % m == 0);
+            let mut n = 0;
+            for (i, s) in list.iter().enumerate() {
+                let want = (s.time_ns % m == 0).then_some(n);
+                assert_eq!(k.new_index(i), want, "sample {i}, every {m}");
+                n += u32::from(want.is_some());
+            }
+            assert_eq!(k.count(), n as usize);
+            assert_eq!(k.new_index(300), None);
+        }
+        assert_eq!(Kept::of(&[], |_| true).count(), 0);
     }
 
     /// Sorting by time keeps each waker with its sample and equal times in their order,
@@ -441,9 +505,29 @@ mod tests {
     }
 
     #[test]
-    fn a_sample_is_40_bytes() {
-        // The reason for the side table (see the module doc); a field added to
-        // `ThreadSample` shows here.
-        assert_eq!(std::mem::size_of::<ThreadSample>(), 40);
+    fn a_sample_is_32_bytes() {
+        // The reason for the side table (see the module doc) and for `Leaf`; a field
+        // added to `ThreadSample` shows here.
+        assert_eq!(std::mem::size_of::<ThreadSample>(), 32);
+    }
+
+    #[test]
+    fn a_leaf_holds_every_node_but_the_last_u32() {
+        use crate::profile::Leaf;
+        for n in [None, Some(0), Some(1), Some(77), Some(u32::MAX - 1)] {
+            assert_eq!(Leaf::new(n).get(), n);
+            assert_eq!(Leaf::exact(n).map(Leaf::get), Some(n));
+        }
+        assert_eq!(Leaf::exact(Some(u32::MAX)), None);
+        assert_eq!(Leaf::new(Some(u32::MAX)), Leaf::NONE);
+        // Written and read as the Option<u32> it stands for; a recording's
+        // unrepresentable index is an error, not a silent "no stack".
+        assert_eq!(serde_json::to_string(&Leaf::new(Some(5))).unwrap(), "5");
+        assert_eq!(serde_json::to_string(&Leaf::NONE).unwrap(), "null");
+        assert_eq!(serde_json::from_str::<Leaf>("7").unwrap().get(), Some(7));
+        assert_eq!(serde_json::from_str::<Leaf>("null").unwrap(), Leaf::NONE);
+        assert!(serde_json::from_str::<Leaf>("4294967295").is_err());
+        assert!(serde_json::from_str::<Leaf>("-1").is_err());
+        assert_eq!(format!("{:?}", Leaf::new(Some(3))), "Some(3)");
     }
 }

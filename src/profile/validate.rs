@@ -263,7 +263,7 @@ fn samples(s: &SampledProfile) -> Result<(), String> {
     let stacks = s.stacks.len();
     let mut total: u64 = 0;
     for (i, (x, waker)) in s.samples.iter_woken().enumerate() {
-        in_range(format_args!("sample {i}"), x.stack, stacks)?;
+        in_range(format_args!("sample {i}"), x.stack.get(), stacks)?;
         ns(format_args!("sample {i} time_ns"), x.time_ns)?;
         ns(format_args!("sample {i} weight_ns"), x.weight_ns)?;
         total = total.saturating_add(x.weight_ns);

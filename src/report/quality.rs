@@ -550,7 +550,9 @@ fn unnamed_time(s: &SampledProfile) -> (f64, Vec<String>) {
     let (mut total, mut bad) = (0u128, 0u128);
     for smp in &s.samples {
         total += u128::from(smp.weight_ns);
-        let Some(leaf) = smp.stack else { continue };
+        let Some(leaf) = smp.stack.get() else {
+            continue;
+        };
         let found = *by_leaf.entry(leaf).or_insert_with(|| {
             s.stack_frame_ids(leaf)
                 .into_iter()

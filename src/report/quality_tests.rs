@@ -85,7 +85,7 @@ fn profile(n: u64, unnamed: u64, wall_ms: f64, quality: SampleQuality) -> Sample
         pid: 1,
         tid: 1,
         time_ns: 0,
-        stack: Some(stack),
+        stack: Some(stack).into(),
         weight_ns: 1_000_000,
         kind: SampleKind::OnCpu,
     };
@@ -276,7 +276,7 @@ fn a_few_exact_off_cpu_intervals_holding_the_time_support_a_verdict() {
         pid: 1,
         tid: 1,
         time_ns: 3_000_000,
-        stack: Some(0),
+        stack: Some(0).into(),
         weight_ns: 1_000_000_000,
         kind: SampleKind::OffCpu {
             state: crate::profile::WaitState::Sleeping,

@@ -169,7 +169,7 @@ pub fn attach_waits(p: &mut SampledProfile, raw: &[(u32, RawWait)]) {
         let Some(s) = p.samples.get(i as usize) else {
             continue;
         };
-        let Some(syscall) = s.stack.and_then(|l| syscall_of_stack(p, l)) else {
+        let Some(syscall) = s.stack.get().and_then(|l| syscall_of_stack(p, l)) else {
             continue;
         };
         // poll/ppoll: the first pollfd's descriptor, when the set was on the stack.
@@ -248,7 +248,7 @@ mod tests {
             pid: 1,
             tid: 1,
             time_ns: 0,
-            stack: Some(stack),
+            stack: Some(stack).into(),
             weight_ns: 5,
             kind: SampleKind::OffCpu {
                 state: WaitState::Sleeping,

@@ -309,8 +309,9 @@ fn analyse_and_export(
     p: &SampledProfile,
     t: &Target,
 ) -> Result<(DeepView, Vec<Exported>), Error> {
-    let p = analyse::analysed_profile(p);
-    let a = timed("analysis", || analyse::analyse(&p));
+    let analysed = analyse::Analysed::of(p);
+    let a = timed("analysis", || analysed.analyse());
+    let p = analysed.profile;
     if t.oplan.exports.is_empty() {
         return Ok((timed("diagnosis", || deep_view(rec, &p, a)), Vec::new()));
     }

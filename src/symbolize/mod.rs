@@ -79,7 +79,7 @@ pub fn symbolize(mut raw: RawProfile) -> SampledProfile {
     let mut samples: Samples = std::mem::take(&mut raw.samples);
     let node = |leaf: Option<u32>| leaf.and_then(|i| node_map.get(i as usize).copied().flatten());
     for s in samples.iter_mut() {
-        s.stack = node(s.stack);
+        s.stack = node(s.stack.get()).into();
     }
     for w in samples.wakers_mut() {
         w.stack = node(w.stack);

@@ -110,6 +110,7 @@ pub fn merge(p: &mut SampledProfile, py: PythonStacks) {
         };
         let native = s
             .stack
+            .get()
             .map(|leaf| p.stack_frame_ids(leaf))
             .unwrap_or_default();
         let has_eval = native.iter().any(|&id| is_eval(&p.frames[id as usize]));
@@ -144,7 +145,7 @@ pub fn merge(p: &mut SampledProfile, py: PythonStacks) {
             stats.no_eval_frame += 1;
             continue;
         };
-        p.samples[k].stack = interner.stack(&mut p.stacks, &ids);
+        p.samples[k].stack = interner.stack(&mut p.stacks, &ids).into();
         stats.merged += 1;
     }
     p.quality.warnings.extend(merge_warning(&stats));
@@ -324,7 +325,7 @@ mod tests {
                 pid: 7,
                 tid: 7,
                 time_ns,
-                stack: parent,
+                stack: parent.into(),
                 weight_ns,
                 kind,
             });
@@ -357,7 +358,7 @@ mod tests {
     }
 
     fn names(p: &SampledProfile, k: usize) -> Vec<String> {
-        p.stack_frames(p.samples[k].stack.unwrap_or(0))
+        p.stack_frames(p.samples[k].stack.get().unwrap_or(0))
             .iter()
             .map(|f| f.function.clone())
             .collect()
@@ -381,7 +382,7 @@ mod tests {
         assert_eq!(names(&p, 1), names(&p, 0));
         // The analysis folds the interpreter's own frames away.
         let seen: Vec<&str> =
-            crate::profile::analysed_frame_ids(&p, p.samples[0].stack.unwrap_or(0))
+            crate::profile::analysed_frame_ids(&p, p.samples[0].stack.get().unwrap_or(0))
                 .iter()
                 .map(|&id| p.frames[id as usize].function.as_str())
                 .collect();
@@ -420,7 +421,7 @@ mod tests {
             pid: 7,
             tid: 7,
             time_ns: 50_000_000,
-            stack: Some(2),
+            stack: Some(2).into(),
             weight_ns: 1_000_000,
             kind: SampleKind::OnCpu,
         });

@@ -363,7 +363,7 @@ fn peers(
             out[i]
                 .waits
                 .push((s.time_ns, s.time_ns.saturating_add(s.weight_ns)));
-            if let Some(site) = own_site(p, s.stack) {
+            if let Some(site) = own_site(p, s.stack.get()) {
                 *sites.entry((i, site)).or_default() += s.weight_ns;
             }
         }

@@ -37,7 +37,7 @@ pub(super) fn syncs(p: &SampledProfile) -> Vec<SyncFact> {
             (None, Some(fd)) => format!("descriptor {fd} of pid {} (unresolved)", s.pid),
             (None, None) => continue,
         };
-        let is_sync = frames_of(p, s.stack).iter().any(|f| {
+        let is_sync = frames_of(p, s.stack.get()).iter().any(|f| {
             let n = f.function.as_str();
             n.contains("fsync") || n.contains("fdatasync") || n.contains("sync_file_range")
         });
@@ -70,7 +70,7 @@ pub(super) fn lock_waits(p: &SampledProfile, holders: bool) -> Vec<(String, f64)
         if s.kind == SampleKind::OnCpu {
             continue;
         }
-        let mut frames = frames_of(p, s.stack);
+        let mut frames = frames_of(p, s.stack.get());
         frames.reverse();
         if categorize(s.kind, &frames) != WaitCategory::Lock {
             continue;
@@ -84,7 +84,7 @@ pub(super) fn lock_waits(p: &SampledProfile, holders: bool) -> Vec<(String, f64)
                 }),
             ),
             (None, true) => continue,
-            (_, false) => (s.tid, s.stack),
+            (_, false) => (s.tid, s.stack.get()),
         };
         let frames = frames_of(p, stack);
         let plumbing = |f: &&Frame| super::super::calltree::is_plumbing(&f.function);
@@ -162,7 +162,7 @@ fn last_on_cpu(p: &SampledProfile, by: &HashMap<i32, Vec<u32>>, tid: i32, t: u64
     let i = v.partition_point(|&k| p.samples[k as usize].time_ns <= t);
     let s = p.samples.get(*v.get(i.checked_sub(1)?)? as usize)?;
     (t - s.time_ns <= HOLDER_WINDOW_NS)
-        .then_some(s.stack)
+        .then_some(s.stack.get())
         .flatten()
 }
 
@@ -229,7 +229,7 @@ pub(super) fn cpu_in_libraries(p: &SampledProfile) -> (u64, u64) {
 fn cpu_by_stack(p: &SampledProfile) -> HashMap<Option<u32>, u64> {
     let mut by: HashMap<Option<u32>, u64> = HashMap::new();
     for s in p.samples.iter().filter(|s| s.kind == SampleKind::OnCpu) {
-        *by.entry(s.stack).or_default() += s.weight_ns;
+        *by.entry(s.stack.get()).or_default() += s.weight_ns;
     }
     by
 }

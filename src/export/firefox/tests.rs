@@ -28,7 +28,7 @@ fn sample(time_ns: u64, stack: Option<u32>, weight_ns: u64, on_cpu: bool) -> Thr
         pid: 7,
         tid: 7,
         time_ns,
-        stack,
+        stack: stack.into(),
         weight_ns,
         kind: if on_cpu {
             SampleKind::OnCpu

@@ -143,7 +143,7 @@ fn sample(kind: SampleKind, stack: u32, weight_ns: u64) -> ThreadSample {
         pid: 7,
         tid: 8,
         time_ns: 0,
-        stack: Some(stack),
+        stack: Some(stack).into(),
         weight_ns,
         kind,
     }

@@ -81,7 +81,7 @@ impl FrameTable {
         let Some(s) = input.profile.samples.get(i) else {
             return Vec::new();
         };
-        let recorded = s.stack.map(|leaf| self.recorded(input, leaf));
+        let recorded = s.stack.get().map(|leaf| self.recorded(input, leaf));
         let mut path: Vec<u32> = match recorded {
             Some(r) if !r.is_empty() => r
                 .into_iter()

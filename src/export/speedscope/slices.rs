@@ -179,7 +179,7 @@ mod tests {
             pid: 1,
             tid,
             time_ns,
-            stack: None,
+            stack: None.into(),
             weight_ns,
             kind: if on {
                 SampleKind::OnCpu

@@ -19,7 +19,7 @@
 //! (a varint past 10 bytes, a column shorter than its count, bytes left over, a value
 //! out of range) is an error naming the column.
 
-use crate::profile::{SampleKind, Samples, ThreadSample, WaitState, Waker, Woken};
+use crate::profile::{Leaf, SampleKind, Samples, ThreadSample, WaitState, Waker, Woken};
 
 /// Most samples in one block.
 pub const BLOCK_SAMPLES: usize = 1 << 16;
@@ -34,7 +34,7 @@ pub fn encode(samples: &[Woken]) -> Vec<u8> {
         put_i(tid, i64::from(s.tid) - last_tid);
         put_i(time, (s.time_ns as i64).wrapping_sub(last_time));
         (last_pid, last_tid, last_time) = (i64::from(s.pid), i64::from(s.tid), s.time_ns as i64);
-        put_u(stack, s.stack.map_or(0, |x| u64::from(x) + 1));
+        put_u(stack, s.stack.get().map_or(0, |x| u64::from(x) + 1));
         put_u(weight, s.weight_ns);
         let code = kind_code(s.kind) + if waker.is_some() { 8 } else { 0 };
         kind.push(code);
@@ -88,7 +88,7 @@ pub fn decode(bytes: &[u8], out: &mut Samples) -> Result<(), String> {
             pid: to_i32(p, "pid")?,
             tid: to_i32(t, "tid")?,
             time_ns: tm as u64,
-            stack: opt_index(stack.u("stack")?, "stack")?,
+            stack: leaf(stack.u("stack")?)?,
             weight_ns: weight.u("weight")?,
             kind: kind_of(code & 7).ok_or_else(|| format!("unknown sample kind {code}"))?,
         };
@@ -150,6 +150,12 @@ fn opt_index(v: u64, what: &str) -> Result<Option<u32>, String> {
             .map(Some)
             .map_err(|_| format!("{what} index {} is out of range", v - 1)),
     }
+}
+
+/// A sample's stack column (`leaf + 1`, 0 for none) as a [`Leaf`].
+fn leaf(v: u64) -> Result<Leaf, String> {
+    Leaf::exact(opt_index(v, "stack")?)
+        .ok_or_else(|| format!("stack index {} is out of range", v - 1))
 }
 
 /// Append `v` as a LEB128 varint.
@@ -225,7 +231,7 @@ mod tests {
             pid: 100 + (i % 3) as i32,
             tid: -5 + (i % 2) as i32,
             time_ns: if i % 4 == 1 { 7 } else { u64::MAX - i },
-            stack: (!i.is_multiple_of(5)).then_some(i as u32 * 1000),
+            stack: (!i.is_multiple_of(5)).then_some(i as u32 * 1000).into(),
             weight_ns: 100_000,
             kind: kind_of((i % 5) as u8).expect("kind"),
         };
@@ -266,5 +272,21 @@ mod tests {
         let mut huge = Vec::new();
         put_u(&mut huge, u64::MAX);
         assert!(decode(&huge, &mut Samples::default()).is_err());
+    }
+
+    #[test]
+    fn a_stack_index_a_sample_cannot_hold_is_an_error() {
+        let (mut s, _) = sample(1);
+        s.stack = Leaf::new(Some(u32::MAX - 1));
+        let mut bytes = encode(&[(s, None)]);
+        assert_eq!(Leaf::exact(Some(u32::MAX)), None);
+        // The stack column holds leaf + 1 = u32::MAX (ff ff ff ff 0f): make it one more.
+        let at = (bytes
+            .windows(5)
+            .position(|w| w == [0xff, 0xff, 0xff, 0xff, 0x0f]))
+        .expect("the stack value");
+        bytes[at..at + 5].copy_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x10]);
+        let err = decode(&bytes, &mut Samples::default()).expect_err("out of range");
+        assert!(err.contains("stack index 4294967295"), "{err}");
     }
 }

@@ -29,7 +29,7 @@ fn recording(n: usize) -> Recording {
             pid: 7,
             tid: 7 + (i % 3) as i32,
             time_ns: i as u64 * 1000,
-            stack: Some(0),
+            stack: Some(0).into(),
             weight_ns: 1000,
             kind: if i % 10 == 0 {
                 SampleKind::OffCpu {

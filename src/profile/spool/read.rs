@@ -178,7 +178,9 @@ impl State {
             .map_err(|why| format!("a sample block is damaged ({why})"))?;
         let stacks = self.raw.stacks.len();
         let known = |s: Option<u32>| s.is_none_or(|s| (s as usize) < stacks);
-        if got.iter().any(|s| !known(s.stack)) || got.wakers().iter().any(|w| !known(w.1.stack)) {
+        if got.iter().any(|s| !known(s.stack.get()))
+            || got.wakers().iter().any(|w| !known(w.1.stack))
+        {
             return Err("a sample names a stack not recorded".into());
         }
         self.raw.samples.append(got);

@@ -24,7 +24,7 @@ fn sample(i: u64, stack: u32) -> Woken {
         pid: 100,
         tid: 100 + (i % 2) as i32,
         time_ns: 5_000_000_000 + i * 1_000_000,
-        stack: Some(stack),
+        stack: Some(stack).into(),
         weight_ns: 1_000_000,
         kind: SampleKind::OnCpu,
     };
@@ -138,7 +138,7 @@ fn a_spool_reads_back_what_was_appended() {
     assert_eq!(r.raw.samples.len(), 500);
     // Times are relative to the run's start.
     assert_eq!(r.raw.samples[0].time_ns, 1_000_000_000);
-    assert_eq!(r.raw.samples[499].stack, Some(2));
+    assert_eq!(r.raw.samples[499].stack, Some(2).into());
     let woken = r.raw.samples.waker(499).expect("waker");
     assert_eq!((woken.time_ns, woken.stack), (1_900_000_000, Some(1)));
     assert!(matches!(r.raw.samples[499].kind, SampleKind::OffCpu { .. }));
@@ -180,7 +180,7 @@ fn damaged_bytes_never_panic_and_indices_are_checked() {
                 r.raw
                     .samples
                     .iter()
-                    .all(|s| s.stack.is_none_or(|x| (x as usize) < stacks))
+                    .all(|s| s.stack.get().is_none_or(|x| (x as usize) < stacks))
             );
         }
     }

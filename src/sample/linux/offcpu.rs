@@ -140,7 +140,7 @@ impl Interval {
             pid: self.pid,
             tid: self.tid,
             time_ns: self.start,
-            stack: self.stack,
+            stack: self.stack.into(),
             weight_ns: self.duration,
             kind: SampleKind::OffCpu { state: self.state },
         }

@@ -694,7 +694,7 @@ impl Processor {
                     pid,
                     tid,
                     time_ns: time,
-                    stack,
+                    stack: stack.into(),
                     weight_ns: weight,
                     kind: SampleKind::OnCpu,
                 });
