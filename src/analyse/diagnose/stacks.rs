@@ -27,6 +27,8 @@ pub(super) fn frames_of(p: &SampledProfile, leaf: Option<u32>) -> Vec<&Frame> {
 /// Off-CPU time inside fsync/fdatasync/sync_file_range, per file.
 pub(super) fn syncs(p: &SampledProfile) -> Vec<SyncFact> {
     let mut by: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    // Per stack, not per wait: a profile has millions of waits and few stacks.
+    let mut sync_stack: HashMap<Option<u32>, bool> = HashMap::new();
     for w in &p.waits {
         let Some(s) = p.samples.get(w.sample as usize) else {
             continue;
@@ -37,9 +39,11 @@ pub(super) fn syncs(p: &SampledProfile) -> Vec<SyncFact> {
             (None, Some(fd)) => format!("descriptor {fd} of pid {} (unresolved)", s.pid),
             (None, None) => continue,
         };
-        let is_sync = frames_of(p, s.stack.get()).iter().any(|f| {
-            let n = f.function.as_str();
-            n.contains("fsync") || n.contains("fdatasync") || n.contains("sync_file_range")
+        let is_sync = *sync_stack.entry(s.stack.get()).or_insert_with(|| {
+            frames_of(p, s.stack.get()).iter().any(|f| {
+                let n = f.function.as_str();
+                n.contains("fsync") || n.contains("fdatasync") || n.contains("sync_file_range")
+            })
         });
         if is_sync {
             let e = by.entry(name).or_default();
@@ -66,13 +70,18 @@ pub(super) fn lock_waits(p: &SampledProfile, holders: bool) -> Vec<(String, f64)
     // have none, and the table holds every on-CPU sample.
     let mut on_cpu = None;
     let mut by: HashMap<String, (u64, std::collections::BTreeSet<i32>)> = HashMap::new();
+    // Per stack and kind, not per sample: a profile has millions of waits and few stacks.
+    let mut is_lock: HashMap<(Option<u32>, SampleKind), bool> = HashMap::new();
     for (i, s) in p.samples.iter().enumerate() {
         if s.kind == SampleKind::OnCpu {
             continue;
         }
-        let mut frames = frames_of(p, s.stack.get());
-        frames.reverse();
-        if categorize(s.kind, &frames) != WaitCategory::Lock {
+        let lock = *is_lock.entry((s.stack.get(), s.kind)).or_insert_with(|| {
+            let mut frames = frames_of(p, s.stack.get());
+            frames.reverse();
+            categorize(s.kind, &frames) == WaitCategory::Lock
+        });
+        if !lock {
             continue;
         }
         let (tid, stack) = match (p.samples.waker(i), holders) {
