@@ -10,6 +10,12 @@
 # holds: one real recording of the same program (10 kHz, ~80k samples) repeated in time
 # by examples/inflate_recording.rs.
 #
+# WORKLOAD=pingpong instead times a recording that is mostly off-CPU intervals with
+# wake-ups (tests/fixtures/c/pingpong.c: two processes passing a byte over pipes, every
+# wait ended by the other): perf records `-e cpu-clock -c 10000 -e sched:sched_switch
+# -g` (its samples: the ticks and every switch), profmap's recording is one real
+# recording of it repeated, as above.
+#
 # Needs: perf, cc, /usr/bin/time, cargo. Env: SIZES ("100000 1000000 10000000"),
 # ROUNDS (3), PM_OLD=path to an older profmap (adds its time on the version-1 JSON
 # recording of the same samples, sizes up to 1M: before/after), PM_PREV=path to a previous
@@ -30,34 +36,42 @@ mkdir -p "$W"
 cargo build -q --release --bin profmap --example inflate_recording
 PM=$PWD/target/release/profmap
 INFLATE=$PWD/target/release/examples/inflate_recording
-cc -O2 -g tests/fixtures/c/three_funcs.c -lpthread -o "$W/three_funcs"
+WORKLOAD=${WORKLOAD:-three_funcs}
+case "$WORKLOAD" in
+  three_funcs) EVENTS=(-e cpu-clock -c 10000) CALIB=50000000 BASE=400000000 ;;
+  pingpong) EVENTS=(-e cpu-clock -c 10000 -e sched:sched_switch) CALIB=20000 BASE=40000 ;;
+  *) echo "WORKLOAD is three_funcs or pingpong" >&2; exit 2 ;;
+esac
+PROG=$W/$WORKLOAD
+cc -O2 -g "tests/fixtures/c/$WORKLOAD.c" -lpthread -o "$PROG"
 
 # One real recording to repeat.
-[ -f "$W/base/profile.pmr" ] || "$PM" record -q --frequency 10000 --out "$W/base" -- "$W/three_funcs" 400000000
+[ -f "$W/base/profile.pmr" ] || "$PM" record -q --frequency 10000 --out "$W/base" -- "$PROG" $BASE
 
 # perf report's sample count of a perf.data file.
 count_samples() {
   "$PERF" report -i "$1" --stdio --sort comm -F sample 2>/dev/null | awk '/^ *[0-9]+ /{s+=$1} END{print s+0}'
 }
 
-# How many units of three_funcs' argument make one sample at 100 kHz under perf on this
-# machine (it differs by 8x between the VMs this ran on): one short calibration run.
-if [ ! -s "$W/units_per_sample" ]; then
-  "$PERF" record -q -e cpu-clock -c 10000 -g -o "$W/calib.data" -- "$W/three_funcs" 50000000 >/dev/null 2>&1
-  echo $((50000000 / $(count_samples "$W/calib.data"))) >"$W/units_per_sample"
+# How many units of the program's argument make one perf sample on this machine (for
+# three_funcs it differs by 8x between the VMs this ran on): one short calibration run.
+# Kept as units per 1000 samples (pingpong's turn makes several).
+if [ ! -s "$W/units_per_ksample" ]; then
+  "$PERF" record -q "${EVENTS[@]}" -g -o "$W/calib.data" -- "$PROG" $CALIB >/dev/null 2>&1
+  echo $((CALIB * 1000 / $(count_samples "$W/calib.data"))) >"$W/units_per_ksample"
 fi
-u=$(cat "$W/units_per_sample")
+u=$(cat "$W/units_per_ksample")
 
 for n in $SIZES; do
   if [ ! -f "$W/perf.$n.data" ]; then
     # From 1M samples up, two copies at once (half the units each). The counts come out
     # near N, not at it: profmap's recording is then cut to perf's count.
-    if [ "$n" -ge 1000000 ]; then
-      half=$((n * u / 2))
-      "$PERF" record -q -e cpu-clock -c 10000 -g -o "$W/perf.$n.data" -- \
-        sh -c "'$W/three_funcs' $half & '$W/three_funcs' $half; wait" >/dev/null 2>&1
+    if [ "$n" -ge 1000000 ] && [ "$WORKLOAD" = three_funcs ]; then
+      half=$((n / 1000 * u / 2))
+      "$PERF" record -q "${EVENTS[@]}" -g -o "$W/perf.$n.data" -- \
+        sh -c "'$PROG' $half & '$PROG' $half; wait" >/dev/null 2>&1
     else
-      "$PERF" record -q -e cpu-clock -c 10000 -g -o "$W/perf.$n.data" -- "$W/three_funcs" $((n * u)) >/dev/null 2>&1
+      "$PERF" record -q "${EVENTS[@]}" -g -o "$W/perf.$n.data" -- "$PROG" $((n / 1000 * u)) >/dev/null 2>&1
     fi
   fi
   [ -s "$W/perf.$n.samples" ] || count_samples "$W/perf.$n.data" >"$W/perf.$n.samples"
@@ -126,4 +140,4 @@ for n in sizes:
     print("| " + " | ".join(row) + " |")
 EOF
 echo
-echo "$(date -u +%Y-%m-%d), $(nproc) CPUs, $(uname -r), $("$PERF" --version), median of $ROUNDS interleaved rounds"
+echo "$WORKLOAD; $(date -u +%Y-%m-%d), $(nproc) CPUs, $(uname -r), $("$PERF" --version), median of $ROUNDS interleaved rounds"

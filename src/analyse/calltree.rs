@@ -125,9 +125,10 @@ pub struct CallTree {
     pub sample_nodes: Vec<u32>,
     /// What the samples waited on (index into `resources`; see `waited`).
     pub sample_resources: waited::SampleResources,
-    /// Critical-path time charged to each sample, ns (its whole weight when waits
-    /// are not followed; see `CriticalModel`).
-    pub sample_crit_ns: Vec<u64>,
+    /// Critical-path time charged to each sample of `sample_resources`, in its order,
+    /// ns (its whole weight when waits are not followed; see `CriticalModel`). Only
+    /// those: no one reads the others', and a figure per sample is 8 bytes a sample.
+    pub resource_crit_ns: Vec<u64>,
     /// Each resource's role and protocol.
     pub roles: waited::Roles,
 }
@@ -467,23 +468,30 @@ impl<'a> Builder<'a> {
             cats[i] = cat;
             leaves.push(self.add_sample(s, cat) as u32);
         }
-        let (critical, sample_crit_ns) = match critical::critical_path(self.p, &|i| cats[i]) {
+        let (critical, resource_crit_ns) = match critical::critical_path(self.p, &|i| cats[i]) {
             Some(cp) => {
                 let model = self.add_critical_path(&cp, &cats, &leaves);
-                (model, cp.per_sample_ns())
+                let per_sample = cp.per_sample_ns();
+                let of = |i: usize| per_sample.get(i).copied().unwrap_or(0);
+                (model, resources.iter().map(|(i, _)| of(i)).collect())
             }
             None => {
-                let mut crit_ns = vec![0u64; self.p.samples.len()];
+                let mut unexplained = vec![false; self.p.samples.len()];
                 for (i, s) in self.p.samples.iter().enumerate() {
                     let explained = explained_categories(
                         parents_of_profiled.contains(&self.groups.group_of(s.pid)),
                     );
                     if !explained.contains(&cats[i]) {
                         self.add_crit(leaves[i] as usize, s.weight_ns, cats[i]);
-                        crit_ns[i] = s.weight_ns;
+                        unexplained[i] = true;
                     }
                 }
-                (CriticalModel::ThreadTime, crit_ns)
+                let of = |i: usize| match (self.p.samples.get(i), unexplained.get(i)) {
+                    (Some(s), Some(true)) => s.weight_ns,
+                    _ => 0,
+                };
+                let crit = resources.iter().map(|(i, _)| of(i)).collect();
+                (CriticalModel::ThreadTime, crit)
             }
         };
         CallTree {
@@ -494,7 +502,7 @@ impl<'a> Builder<'a> {
             sample_categories: cats,
             sample_nodes: leaves,
             sample_resources: resources,
-            sample_crit_ns,
+            resource_crit_ns,
             roles,
         }
     }

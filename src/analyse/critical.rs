@@ -130,16 +130,45 @@ impl CriticalPath {
     }
 }
 
+/// One off-CPU interval of a thread's line: 40 bytes (there is one per off-CPU
+/// sample, often most of a busy program's samples).
 #[derive(Debug, Clone, Copy)]
 struct Off {
     start: u64,
     end: u64,
-    sample: usize,
-    /// Waker tid and the wake-up time.
-    waker: Option<(i32, u64)>,
-    lock: bool,
+    /// The wake-up's time, when `WOKEN`.
+    woken_at: u64,
+    sample: u32,
+    /// The waker's tid, when `WOKEN`.
+    waker_tid: i32,
+    /// `WOKEN`, `LOCK`, `PREEMPTED`.
+    flags: u8,
+}
+
+impl Off {
+    /// Ended by a wake-up the walk follows.
+    const WOKEN: u8 = 1;
+    /// A lock wait.
+    const LOCK: u8 = 2;
     /// Preempted: runnable, waiting for a CPU.
-    preempted: bool,
+    const PREEMPTED: u8 = 4;
+
+    /// Waker tid and the wake-up time.
+    fn waker(&self) -> Option<(i32, u64)> {
+        (self.flags & Off::WOKEN != 0).then_some((self.waker_tid, self.woken_at))
+    }
+
+    fn lock(&self) -> bool {
+        self.flags & Off::LOCK != 0
+    }
+
+    fn preempted(&self) -> bool {
+        self.flags & Off::PREEMPTED != 0
+    }
+
+    fn sample(&self) -> usize {
+        self.sample as usize
+    }
 }
 
 #[derive(Debug, Default)]
@@ -255,7 +284,7 @@ pub fn critical_path(
     cp.followed_ns = lines
         .values()
         .flat_map(|l| &l.off)
-        .filter(|o| o.waker.is_some())
+        .filter(|o| o.waker().is_some())
         .map(|o| o.end - o.start)
         .sum();
     Some(cp)
@@ -263,19 +292,35 @@ pub fn critical_path(
 
 /// Each thread's line, from its samples.
 fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> HashMap<i32, Line> {
+    // Each line's lists at their exact size: grown by doubling, they held up to twice
+    // what they needed.
     let mut lines: HashMap<i32, Line> = HashMap::new();
-    let mut wakes: Vec<(i32, u64)> = Vec::new();
+    let mut sizes: HashMap<i32, (usize, usize)> = HashMap::new();
+    for s in p.samples.iter() {
+        let n = sizes.entry(s.tid).or_default();
+        match s.kind {
+            SampleKind::OnCpu => n.0 += 1,
+            SampleKind::OffCpu { .. } => n.1 += 1,
+        }
+    }
+    // Per waker thread: the first and last wake-up it issued.
+    let mut wakes: HashMap<i32, (u64, u64)> = HashMap::new();
     let mut held: HashMap<i32, Vec<(u64, u64)>> = HashMap::new();
     for (i, s) in p.samples.iter().enumerate() {
         let (start, end) = match s.kind {
             SampleKind::OnCpu => (s.time_ns.saturating_sub(s.weight_ns), s.time_ns),
             SampleKind::OffCpu { .. } => (s.time_ns, s.time_ns.saturating_add(s.weight_ns)),
         };
-        let line = lines.entry(s.tid).or_insert_with(|| Line {
-            pid: s.pid,
-            first: start,
-            last: end,
-            ..Default::default()
+        let line = lines.entry(s.tid).or_insert_with(|| {
+            let (on, off) = sizes.get(&s.tid).copied().unwrap_or_default();
+            Line {
+                pid: s.pid,
+                first: start,
+                last: end,
+                on: Vec::with_capacity(on),
+                off: Vec::with_capacity(off),
+                ..Default::default()
+            }
         });
         line.first = line.first.min(start);
         line.last = line.last.max(end);
@@ -283,30 +328,36 @@ fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> Ha
             // Indices fit: a recording holds at most `validate::MAX_SAMPLES` (50 M).
             SampleKind::OnCpu => line.on.push(i as u32),
             SampleKind::OffCpu { .. } => {
-                let waker = followed_waker(p, i, category(i));
-                let lock = category(i) == WaitCategory::Lock;
-                if let Some(w) = waker {
-                    wakes.push(w);
-                    if lock && w.1 > start {
-                        held.entry(w.0).or_default().push((start, w.1));
+                let cat = category(i);
+                let waker = followed_waker(p, i, cat);
+                let lock = cat == WaitCategory::Lock;
+                if let Some((w, t)) = waker {
+                    let e = wakes.entry(w).or_insert((t, t));
+                    *e = (e.0.min(t), e.1.max(t));
+                    if lock && t > start {
+                        held.entry(w).or_default().push((start, t));
                     }
                 }
+                let flag = |on: bool, f: u8| if on { f } else { 0 };
                 line.off.push(Off {
                     start,
                     end,
-                    sample: i,
-                    waker,
-                    lock,
-                    preempted: category(i) == WaitCategory::Runqueue,
+                    woken_at: waker.map_or(0, |w| w.1),
+                    sample: i as u32,
+                    waker_tid: waker.map_or(0, |w| w.0),
+                    flags: flag(waker.is_some(), Off::WOKEN)
+                        | flag(lock, Off::LOCK)
+                        | flag(cat == WaitCategory::Runqueue, Off::PREEMPTED),
                 });
             }
         }
     }
+    drop(sizes);
     // A waker was running when it issued the wake-up, sampled or not.
-    for (tid, t) in wakes {
+    for (tid, (first, last)) in wakes {
         if let Some(l) = lines.get_mut(&tid) {
-            l.last = l.last.max(t);
-            l.first = l.first.min(t);
+            l.last = l.last.max(last);
+            l.first = l.first.min(first);
         }
     }
     for (tid, mut spans) in held {
@@ -424,7 +475,7 @@ impl Walk<'_> {
             }
             let start = o.start.max(lo);
             if start > t {
-                let ends_here = (o.start == start).then_some(o.sample);
+                let ends_here = (o.start == start).then_some(o.sample());
                 self.running(line, tid, (t, start), ends_here, via_lock);
             }
             // Intervals of one thread may overlap a little (records of one switch seen
@@ -442,14 +493,14 @@ impl Walk<'_> {
                 .off
                 .get(next)
                 .filter(|o| o.start - hi <= BURST_MAX_NS)
-                .map(|o| o.sample);
+                .map(Off::sample);
             self.running(line, tid, (t, hi), ends, via_lock);
         }
     }
 
     /// `[a, b)` of an off-CPU interval `o` of thread `tid`.
     fn wait(&mut self, line: &Line, tid: i32, o: &Off, (a, b): (u64, u64), via_lock: bool) {
-        if let Some((w, wt)) = o.waker
+        if let Some((w, wt)) = o.waker()
             && w != tid
             && self.lines.contains_key(&w)
         {
@@ -459,26 +510,26 @@ impl Walk<'_> {
                     tid: w,
                     lo: a,
                     hi: mid,
-                    via_lock: via_lock || o.lock,
+                    via_lock: via_lock || o.lock(),
                 });
             }
             if b > mid {
-                self.credit(o.sample, b - mid, Some(WaitCategory::Runqueue));
+                self.credit(o.sample(), b - mid, Some(WaitCategory::Runqueue));
             }
             return;
         }
         // Preempted while others queue for a lock it holds: serialized, so Lock.
-        let held = if o.preempted && !via_lock {
+        let held = if o.preempted() && !via_lock {
             overlap(&line.holding, a, b)
         } else {
             0
         };
         if held > 0 {
-            self.credit(o.sample, held, Some(WaitCategory::Lock));
+            self.credit(o.sample(), held, Some(WaitCategory::Lock));
         }
         if b - a > held {
             let cat = via_lock.then_some(WaitCategory::Lock);
-            self.credit(o.sample, b - a - held, cat);
+            self.credit(o.sample(), b - a - held, cat);
         }
     }
 
@@ -596,7 +647,7 @@ impl Walk<'_> {
         l.off[from..]
             .iter()
             .take_while(|o| o.start < hi)
-            .find(|o| o.waker.is_some_and(|(w, _)| w == tid))
+            .find(|o| o.waker().is_some_and(|(w, _)| w == tid))
             .map(|o| o.start.max(lo))
     }
 

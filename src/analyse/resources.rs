@@ -115,7 +115,8 @@ pub fn shown_name(r: &Resource) -> &str {
 pub fn resource_use(p: &SampledProfile, tree: &super::calltree::CallTree) -> Vec<ResourceUse> {
     let critical = !matches!(tree.critical, super::calltree::CriticalModel::ThreadTime);
     let mut acc: Vec<Option<Acc>> = vec![None; p.resources.len()];
-    for (i, r) in tree.sample_resources.iter() {
+    let crits = tree.resource_crit_ns.iter().copied();
+    for ((i, r), crit) in tree.sample_resources.iter().zip(crits) {
         let Some(s) = p.samples.get(i) else {
             continue;
         };
@@ -126,9 +127,7 @@ pub fn resource_use(p: &SampledProfile, tree: &super::calltree::CallTree) -> Vec
         let e = slot.get_or_insert_with(|| Acc::starting(s.time_ns, end));
         e.intervals += 1;
         e.blocked_ns = e.blocked_ns.saturating_add(s.weight_ns);
-        e.crit_ns = e
-            .crit_ns
-            .saturating_add(tree.sample_crit_ns.get(i).copied().unwrap_or(0));
+        e.crit_ns = e.crit_ns.saturating_add(crit);
         e.first = e.first.min(s.time_ns);
         e.last = e.last.max(end);
     }

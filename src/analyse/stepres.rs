@@ -67,14 +67,14 @@ pub(crate) fn fill(
             cur = tree.nodes.get(n).and_then(|x| x.parent);
         }
     };
-    for (i, r) in tree.sample_resources.iter() {
+    let crits = tree.resource_crit_ns.iter().copied();
+    for ((i, r), crit) in tree.sample_resources.iter().zip(crits) {
         let (Some(s), Some(&leaf)) = (p.samples.get(i), tree.sample_nodes.get(i)) else {
             continue;
         };
         let Some(&row) = row_of.get(r as usize).and_then(Option::as_ref) else {
             continue;
         };
-        let crit = tree.sample_crit_ns.get(i).copied().unwrap_or(0);
         add(leaf as usize, row, &|a: &mut Agg| {
             a.intervals += 1;
             a.blocked_ns += s.weight_ns;

@@ -468,12 +468,11 @@ impl SampledProfile {
     /// table following them. The samples are copied only as far as they are kept.
     pub fn filtered(&self, keep: impl Fn(&ThreadSample) -> bool) -> SampledProfile {
         let (samples, kept) = self.samples.filtered(keep);
-        let waits = (self.waits.iter())
-            .filter_map(|w| {
-                let sample = kept.new_index(w.sample as usize)?;
-                Some(WaitOn { sample, ..*w })
-            })
-            .collect();
+        let mut waits = Vec::with_capacity(self.waits.len());
+        waits.extend(self.waits.iter().filter_map(|w| {
+            let sample = kept.new_index(w.sample as usize)?;
+            Some(WaitOn { sample, ..*w })
+        }));
         // Every field named: one added later must say whether it follows the samples.
         let SampledProfile {
             sampler,

@@ -111,9 +111,10 @@ fn read_samples(mut r: impl Read, rec: &mut Recording) -> Result<(), String> {
         let kept = samples.len();
         s.waits.retain(|w| (w.sample as usize) < kept);
     }
-    // Blocks are appended as they come, so the vector grew by doubling: up to twice
-    // the samples' 40 bytes each, for the whole analysis.
+    // Blocks are appended as they come, and the waits table is parsed item by item:
+    // grown by doubling, each could hold twice its size for the whole analysis.
     samples.shrink_to_fit();
+    s.waits.shrink_to_fit();
     s.samples = samples;
     Ok(())
 }
