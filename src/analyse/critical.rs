@@ -794,6 +794,12 @@ mod tests {
     }
 
     #[test]
+    fn an_off_cpu_interval_is_40_bytes() {
+        // One per off-CPU sample while the walk runs: a field added shows here.
+        assert_eq!(std::mem::size_of::<Off>(), 40);
+    }
+
+    #[test]
     fn worked_example_pipeline_charges_the_work_not_the_waits() {
         // sh (1) forks producer (2) and consumer (3) and waits [1, 10] ms, woken by the
         // consumer's exit; the consumer reads [2, 6] blocked on the producer's pipe.

@@ -310,39 +310,53 @@ const PROFILER_FRAMES: &[&str] = &[
     "perf_event_exit_task",
 ];
 
-/// The profile without the samples that are profmap's own activity (see
-/// [`PROFILER_FRAMES`]), and their summed weight; `None` when there are none.
-fn without_profiler_activity(p: &SampledProfile) -> (Option<SampledProfile>, u64) {
-    let mut own_stack = vec![false; p.stacks.len()];
-    for (i, node) in p.stacks.iter().enumerate() {
-        let f = p.frames.get(node.frame as usize);
-        let here = f.is_some_and(|f| {
-            f.kind == crate::profile::FrameKind::Kernel
-                && PROFILER_FRAMES.contains(&f.function.split('.').next().unwrap_or(""))
-        });
-        // Parents come before children in the stack table.
-        let parent = node
-            .parent
-            .and_then(|q| own_stack.get(q as usize).copied())
-            .unwrap_or(false);
-        own_stack[i] = here || parent;
+/// Which samples are profmap's own activity (see [`PROFILER_FRAMES`]): known by their
+/// stacks.
+#[derive(Debug)]
+pub struct OwnActivity {
+    own_stack: Vec<bool>,
+    /// Their summed weight, ns.
+    ns: u64,
+}
+
+impl OwnActivity {
+    /// The samples of `p` that are profmap's own activity; `None` when there are none.
+    pub fn find(p: &SampledProfile) -> Option<OwnActivity> {
+        let mut own_stack = vec![false; p.stacks.len()];
+        for (i, node) in p.stacks.iter().enumerate() {
+            let f = p.frames.get(node.frame as usize);
+            let here = f.is_some_and(|f| {
+                f.kind == crate::profile::FrameKind::Kernel
+                    && PROFILER_FRAMES.contains(&f.function.split('.').next().unwrap_or(""))
+            });
+            // Parents come before children in the stack table.
+            let parent = node
+                .parent
+                .and_then(|q| own_stack.get(q as usize).copied())
+                .unwrap_or(false);
+            own_stack[i] = here || parent;
+        }
+        let mut own = OwnActivity { own_stack, ns: 0 };
+        own.ns = (p.samples.iter())
+            .filter(|s| own.is_own(s))
+            .map(|s| s.weight_ns)
+            .sum();
+        (own.ns > 0).then_some(own)
     }
-    let is_own = |s: &crate::profile::ThreadSample| {
-        s.stack
-            .get()
-            .and_then(|l| own_stack.get(l as usize).copied())
+
+    fn is_own(&self, s: &crate::profile::ThreadSample) -> bool {
+        (s.stack.get())
+            .and_then(|l| self.own_stack.get(l as usize).copied())
             .unwrap_or(false)
-    };
-    let own_ns: u64 = p
-        .samples
-        .iter()
-        .filter(|s| is_own(s))
-        .map(|s| s.weight_ns)
-        .sum();
-    if own_ns == 0 {
-        return (None, 0);
     }
-    (Some(p.filtered(|s| !is_own(s))), own_ns)
+
+    /// Drop them from `p` in place (for whoever holds the only copy and needs no other:
+    /// a filtered copy holds every sample twice); returns their summed weight, ns, for
+    /// [`Analysed::dropped`].
+    pub fn drop_from(self, p: &mut SampledProfile) -> u64 {
+        p.retain_samples(|s| !self.is_own(s));
+        self.ns
+    }
 }
 
 /// The profile [`analyse`] works on: `p` without the samples that are profmap's own
@@ -366,13 +380,20 @@ impl Analysed<'_> {
     /// The analysed profile of `p`: `p` itself when it holds none of profmap's own
     /// activity, else a copy without it.
     pub fn of(p: &SampledProfile) -> Analysed<'_> {
-        let (own, profiler_ns) = without_profiler_activity(p);
-        let profile = match own {
-            Some(own) => std::borrow::Cow::Owned(own),
-            None => std::borrow::Cow::Borrowed(p),
-        };
+        match OwnActivity::find(p) {
+            Some(own) => Analysed {
+                profile: std::borrow::Cow::Owned(p.filtered(|s| !own.is_own(s))),
+                profiler_ns: own.ns,
+            },
+            None => Analysed::dropped(p, 0),
+        }
+    }
+
+    /// `p`, whose own activity [`OwnActivity::drop_from`] dropped already (`profiler_ns`
+    /// of it).
+    pub fn dropped(p: &SampledProfile, profiler_ns: u64) -> Analysed<'_> {
         Analysed {
-            profile,
+            profile: std::borrow::Cow::Borrowed(p),
             profiler_ns,
         }
     }

@@ -464,6 +464,20 @@ impl SampledProfile {
         out
     }
 
+    /// Keep only the samples `keep` says to, in place, with the wakers and the waits
+    /// table following them.
+    pub fn retain_samples(&mut self, keep: impl Fn(&ThreadSample) -> bool) {
+        let kept = self.samples.retain(keep);
+        self.waits
+            .retain_mut(|w| match kept.new_index(w.sample as usize) {
+                Some(to) => {
+                    w.sample = to;
+                    true
+                }
+                None => false,
+            });
+    }
+
     /// A copy holding only the samples `keep` says to, with the wakers and the waits
     /// table following them. The samples are copied only as far as they are kept.
     pub fn filtered(&self, keep: impl Fn(&ThreadSample) -> bool) -> SampledProfile {

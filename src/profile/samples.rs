@@ -158,6 +158,26 @@ impl Samples {
         out
     }
 
+    /// Keep only the samples `keep` says to, in place, with their wakers; returns which
+    /// were kept (each old index's new one).
+    pub fn retain(&mut self, keep: impl Fn(&ThreadSample) -> bool) -> Kept {
+        let kept = Kept::of(&self.list, keep);
+        let mut i = 0;
+        self.list.retain(|_| {
+            i += 1;
+            kept.new_index(i - 1).is_some()
+        });
+        self.wakers
+            .retain_mut(|(k, _)| match kept.new_index(*k as usize) {
+                Some(to) => {
+                    *k = to;
+                    true
+                }
+                None => false,
+            });
+        kept
+    }
+
     /// A copy holding only the samples `keep` says to, with their wakers, and which
     /// were kept (each old index's new one). Copies only what it keeps: the list is
     /// never held twice over.
@@ -399,7 +419,7 @@ mod tests {
     }
 
     #[test]
-    fn wakers_follow_their_samples_through_filtered_and_truncate() {
+    fn wakers_follow_their_samples_through_filtered_retain_and_truncate() {
         let s = ten();
         assert_eq!(s.len(), 10);
         assert_eq!(s.waker(3), Some(woke(3)));
@@ -407,11 +427,16 @@ mod tests {
         // Drop the odd times: 0, 2, 4, 6, 8 stay at 0..5; 0 and 6 keep their wakers.
         let (kept, map) = s.filtered(|x| x.time_ns % 2 == 0);
         assert_eq!(s.len(), 10, "the original is left as it was");
-        let mut s = kept;
         assert_eq!((map.new_index(6), map.new_index(3)), (Some(3), None));
         assert_eq!((map.count(), map.new_index(10)), (5, None));
-        let kept: Vec<u64> = s.iter().map(|x| x.time_ns).collect();
-        assert_eq!(kept, [0, 2, 4, 6, 8]);
+        // In place, the same samples, wakers and indices.
+        let mut in_place = s.clone();
+        let map2 = in_place.retain(|x| x.time_ns % 2 == 0);
+        assert_eq!(in_place, kept);
+        assert_eq!((map2.new_index(6), map2.count()), (Some(3), 5));
+        let mut s = kept;
+        let times: Vec<u64> = s.iter().map(|x| x.time_ns).collect();
+        assert_eq!(times, [0, 2, 4, 6, 8]);
         assert_eq!(s.wakers(), &[(0, woke(0)), (3, woke(6))]);
         s.truncate(3);
         assert_eq!(s.wakers(), &[(0, woke(0))]);

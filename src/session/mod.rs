@@ -148,7 +148,7 @@ fn run_session(plan: &SessionPlan) -> Result<(i32, Recording), Error> {
         let _ = l.flush();
     }
     let written = match runlog.commit() {
-        Ok(()) => write_outputs(&rec, &t, status, message.as_deref(), true)?,
+        Ok(()) => write_outputs(&mut rec, &t, status, message.as_deref(), true)?,
         Err(e) => return Err(outputs::fail(&rec, &t, &e)),
     };
     // The recording is written: the spool is no longer needed (kept when writing failed).
@@ -307,7 +307,7 @@ fn baseline_phase(
 /// `profmap report`: re-analyse a recording and rewrite every output from it.
 pub fn report(plan: &ReportPlan) -> Result<i32, Error> {
     let input = recorded_input(&plan.input)?;
-    let rec = outputs::timed("reading the recording", || read_recording(&input))?;
+    let mut rec = outputs::timed("reading the recording", || read_recording(&input))?;
     let out_dir = match &plan.output.dir {
         Some(d) => d.clone(),
         None => input
@@ -338,7 +338,7 @@ pub fn report(plan: &ReportPlan) -> Result<i32, Error> {
         private,
         recording: kept,
     };
-    let w = write_outputs(&rec, &t, status, None, encode)?;
+    let w = write_outputs(&mut rec, &t, status, None, encode)?;
     finish_terminal(&plan.output, &w, None);
     Ok(0)
 }

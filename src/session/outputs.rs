@@ -74,7 +74,7 @@ impl Done {
 /// Write the recording, baseline.json, the map (JSON + YAML), report.md, report.html and
 /// summary.json; then remove stale own files. See the module doc for failures.
 pub fn write_outputs(
-    rec: &Recording,
+    rec: &mut Recording,
     t: &Target,
     status: Status,
     message: Option<&str>,
@@ -123,7 +123,7 @@ pub fn failed_summary(rec: &Recording, t: &Target, status: Status, reason: &str)
 }
 
 fn write_all(
-    rec: &Recording,
+    rec: &mut Recording,
     t: &Target,
     status: Status,
     message: Option<&str>,
@@ -152,14 +152,28 @@ fn write_all(
         timed("recording", || write_recording(rec, t))?;
         done.0.insert(t.recording.into());
     }
+    // The flamegraphs show every sample recorded; the analysis works without profmap's
+    // own activity (see `analyse::Analysed`). With none, they are made side by side;
+    // else the flamegraphs first, then those samples dropped in place: a filtered copy
+    // beside the recording's would hold every sample twice.
+    let mut views_first = None;
+    let mut profiler_ns = 0;
+    if let Some(p) = rec.sampled.as_mut()
+        && let Some(own) = analyse::OwnActivity::find(p)
+    {
+        views_first = Some(timed("flamegraphs", || profile_views(p)));
+        profiler_ns = own.drop_from(p);
+    }
+    let rec: &Recording = rec;
     let mut flames = None;
     let deep = match &rec.sampled {
         Some(p) => {
-            // The flamegraphs and the analysis are independent: drawn beside it.
             let (views, analysed) = std::thread::scope(|sc| {
-                let views = sc.spawn(|| timed("flamegraphs", || profile_views(p)));
-                let analysed = analyse_and_export(rec, p, t);
-                (joined(views.join()), analysed)
+                let drawing = views_first
+                    .ok_or_else(|| sc.spawn(|| timed("flamegraphs", || profile_views(p))));
+                let analysed =
+                    analyse_and_export(rec, analyse::Analysed::dropped(p, profiler_ns), t);
+                (drawing.unwrap_or_else(|h| joined(h.join())), analysed)
             });
             let views = views?;
             done.put(t, "flamegraph.svg", &views.wall)?;
@@ -306,10 +320,9 @@ type Exported = (&'static str, &'static str, Vec<u8>);
 /// diagnosis for the map.
 fn analyse_and_export(
     rec: &Recording,
-    p: &SampledProfile,
+    analysed: analyse::Analysed<'_>,
     t: &Target,
 ) -> Result<(DeepView, Vec<Exported>), Error> {
-    let analysed = analyse::Analysed::of(p);
     let a = timed("analysis", || analysed.analyse());
     let p = analysed.profile;
     if t.oplan.exports.is_empty() {
