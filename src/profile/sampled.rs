@@ -487,7 +487,13 @@ impl SampledProfile {
             let sample = kept.new_index(w.sample as usize)?;
             Some(WaitOn { sample, ..*w })
         }));
-        // Every field named: one added later must say whether it follows the samples.
+        self.with_samples(samples, waits)
+    }
+
+    /// This profile's tables with other samples and waits (which index them). Every
+    /// field is named, so a field added to the model fails to compile here until it
+    /// says whether it follows the samples.
+    pub fn with_samples(&self, samples: Samples, waits: Vec<WaitOn>) -> SampledProfile {
         let SampledProfile {
             sampler,
             frequency_hz,

@@ -72,7 +72,10 @@ impl Done {
 }
 
 /// Write the recording, baseline.json, the map (JSON + YAML), report.md, report.html and
-/// summary.json; then remove stale own files. See the module doc for failures.
+/// summary.json; then remove stale own files. See the module doc for failures. Once the
+/// recording is written and the flamegraphs' stacks folded, profmap's own samples are
+/// dropped from `rec`'s profile (see `analyse::OwnActivity`): the analysis works on it
+/// in place.
 pub fn write_outputs(
     rec: &mut Recording,
     t: &Target,
@@ -153,15 +156,16 @@ fn write_all(
         done.0.insert(t.recording.into());
     }
     // The flamegraphs show every sample recorded; the analysis works without profmap's
-    // own activity (see `analyse::Analysed`). With none, they are made side by side;
-    // else the flamegraphs first, then those samples dropped in place: a filtered copy
-    // beside the recording's would hold every sample twice.
-    let mut views_first = None;
+    // own activity (see `analyse::Analysed`). When there is some, the flamegraphs'
+    // folded stacks (their only pass over the samples) are made first, then those
+    // samples dropped in place: a filtered copy beside the recording's would hold every
+    // sample twice. The drawing and the analysis then run side by side.
+    let mut folded_first = None;
     let mut profiler_ns = 0;
     if let Some(p) = rec.sampled.as_mut()
         && let Some(own) = analyse::OwnActivity::find(p)
     {
-        views_first = Some(timed("flamegraphs", || profile_views(p)));
+        folded_first = Some(timed("folded stacks", || Folded::of(p)));
         profiler_ns = own.drop_from(p);
     }
     let rec: &Recording = rec;
@@ -169,11 +173,14 @@ fn write_all(
     let deep = match &rec.sampled {
         Some(p) => {
             let (views, analysed) = std::thread::scope(|sc| {
-                let drawing = views_first
-                    .ok_or_else(|| sc.spawn(|| timed("flamegraphs", || profile_views(p))));
-                let analysed =
-                    analyse_and_export(rec, analyse::Analysed::dropped(p, profiler_ns), t);
-                (drawing.unwrap_or_else(|h| joined(h.join())), analysed)
+                let views = sc.spawn(|| {
+                    let folded = folded_first.unwrap_or_else(|| Folded::of(p));
+                    timed("flamegraphs", || profile_views(p, folded))
+                });
+                let analysed = analyse::Analysed::dropped(p, profiler_ns);
+                // Analysed before the join: the drawing goes on beside it.
+                let analysed = analyse_and_export(rec, analysed, t);
+                (joined(views.join()), analysed)
             });
             let views = views?;
             done.put(t, "flamegraph.svg", &views.wall)?;
@@ -292,23 +299,42 @@ struct ProfileViews {
     folded: String,
 }
 
-/// Draw the two flamegraphs, each on its own thread; the folded stacks are made once
-/// for the wall-clock one and stacks.folded.
-fn profile_views(p: &SampledProfile) -> Result<ProfileViews, Error> {
-    use crate::export::flamegraph::{FlameKind, svg, svg_of_folded};
+/// The folded stacks the two flamegraphs are drawn from: the only part of them that
+/// reads every sample.
+struct Folded {
+    /// Wall-clock (also stacks.folded).
+    wall: String,
+    /// On-CPU only.
+    cpu: String,
+}
+
+impl Folded {
+    fn of(p: &SampledProfile) -> Folded {
+        use crate::export::folded::folded;
+        Folded {
+            wall: folded(p, false),
+            cpu: folded(p, true),
+        }
+    }
+}
+
+/// Draw the two flamegraphs from their folded stacks, each on its own thread (`p` for
+/// its frames' names and colours).
+fn profile_views(p: &SampledProfile, folded: Folded) -> Result<ProfileViews, Error> {
+    use crate::export::flamegraph::{FlameKind, svg_of_folded};
     std::thread::scope(|sc| {
-        let cpu = sc.spawn(|| svg(p, FlameKind::Cpu, "profmap: on-CPU time"));
-        let folded = crate::export::folded::folded(p, false);
+        let cpu =
+            sc.spawn(|| svg_of_folded(p, FlameKind::Cpu, "profmap: on-CPU time", &folded.cpu));
         let wall = svg_of_folded(
             p,
             FlameKind::Wall,
             "profmap: wall-clock time (on-CPU + off-CPU by wait class)",
-            &folded,
+            &folded.wall,
         )?;
         Ok(ProfileViews {
             wall,
             cpu: joined(cpu.join())?,
-            folded,
+            folded: folded.wall,
         })
     })
 }

@@ -9,7 +9,7 @@ use flate2::write::DeflateEncoder;
 
 use super::columns::{self, BLOCK_SAMPLES};
 use super::{MAGIC, TAG_END, TAG_META, TAG_SAMPLES, VERSION};
-use crate::profile::{Recording, SampledProfile, Samples};
+use crate::profile::{Recording, Samples};
 
 /// A recording being written; [`Writer::finish`] completes it.
 #[derive(Debug)]
@@ -31,7 +31,8 @@ impl<W: Write> Writer<W> {
         out.write_all(&MAGIC)?;
         out.write_all(&VERSION.to_le_bytes())?;
         let head = Recording {
-            sampled: rec.sampled.as_ref().map(without_samples),
+            sampled: (rec.sampled.as_ref())
+                .map(|s| s.with_samples(Samples::default(), s.waits.clone())),
             ..rec_without_sampled(rec)
         };
         let json = serde_json::to_vec(&head).map_err(io::Error::other)?;
@@ -137,50 +138,5 @@ fn rec_without_sampled(rec: &Recording) -> Recording {
         traced: traced.clone(),
         escalation: escalation.clone(),
         memory: memory.clone(),
-    }
-}
-
-/// The deep profile's tables without its samples. Every field is named, so a field
-/// added to the model fails to compile here until it is carried.
-fn without_samples(s: &SampledProfile) -> SampledProfile {
-    let SampledProfile {
-        sampler,
-        frequency_hz,
-        wall_ms,
-        processes,
-        threads,
-        frames,
-        stacks,
-        samples: _,
-        quality,
-        wakers_recorded,
-        resources,
-        waits,
-        sockets_recorded,
-        sockets,
-        file_reads_recorded,
-        file_reads,
-        python,
-        modules,
-    } = s;
-    SampledProfile {
-        sampler: sampler.clone(),
-        frequency_hz: *frequency_hz,
-        wall_ms: *wall_ms,
-        processes: processes.clone(),
-        threads: threads.clone(),
-        frames: frames.clone(),
-        stacks: stacks.clone(),
-        samples: Samples::default(),
-        quality: quality.clone(),
-        wakers_recorded: *wakers_recorded,
-        resources: resources.clone(),
-        waits: waits.clone(),
-        sockets_recorded: *sockets_recorded,
-        sockets: sockets.clone(),
-        file_reads_recorded: *file_reads_recorded,
-        file_reads: file_reads.clone(),
-        python: python.clone(),
-        modules: modules.clone(),
     }
 }
