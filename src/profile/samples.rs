@@ -16,7 +16,7 @@ use std::slice::SliceIndex;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{SampleKind, ThreadSample, Waker};
+use super::{Leaf, SampleKind, ThreadSample, Waker};
 
 /// The samples of a deep profile, in the order recorded, with their wakers.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -326,7 +326,9 @@ struct Wire {
     pid: i32,
     tid: i32,
     time_ns: u64,
-    stack: Option<u32>,
+    /// Written as the `Option<u32>` it stands for; an index it cannot hold is an error.
+    #[serde(default)]
+    stack: Leaf,
     weight_ns: u64,
     kind: SampleKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -339,7 +341,7 @@ impl Serialize for Samples {
             pid: s.pid,
             tid: s.tid,
             time_ns: s.time_ns,
-            stack: s.stack.get(),
+            stack: s.stack,
             weight_ns: s.weight_ns,
             kind: s.kind,
             waker,
@@ -370,7 +372,7 @@ impl<'de> serde::de::Visitor<'de> for WireSeq {
                 pid: w.pid,
                 tid: w.tid,
                 time_ns: w.time_ns,
-                stack: w.stack.into(),
+                stack: w.stack,
                 weight_ns: w.weight_ns,
                 kind: w.kind,
             };
@@ -529,6 +531,9 @@ mod tests {
         let back: Samples = serde_json::from_str(&text).expect("back");
         assert_eq!(back, s);
         assert!(serde_json::from_str::<Samples>("{\"a\": 1}").is_err());
+        let huge = text.replacen("\"stack\":null", "\"stack\":4294967295", 1);
+        assert_ne!(huge, text);
+        assert!(serde_json::from_str::<Samples>(&huge).is_err());
     }
 
     #[test]

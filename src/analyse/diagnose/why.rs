@@ -159,7 +159,8 @@ fn peer_links(f: &Facts, b: &Bottleneck, why: &mut Vec<String>) -> Option<String
 }
 
 /// "because it made N round trips to PEER over C connections, X ms each", when it made
-/// any.
+/// any. C counts the connections the step opened: none means it used one opened by code
+/// outside it (psql's round trips wait in poll, its connect is elsewhere).
 fn trips_link(
     peer: &str,
     round_trips: Option<u64>,
@@ -167,9 +168,11 @@ fn trips_link(
     wait_ms: f64,
 ) -> Option<String> {
     let n = round_trips.filter(|&n| n > 0)?;
-    let conns = connections
-        .map(|c| format!(" over {c} connection{}", if c == 1 { "" } else { "s" }))
-        .unwrap_or_default();
+    let conns = match connections {
+        Some(0) => " over a connection opened outside it".to_string(),
+        Some(c) => format!(" over {c} connection{}", if c == 1 { "" } else { "s" }),
+        None => String::new(),
+    };
     Some(format!(
         "because it made {n} round trips to {peer}{conns}, {} each",
         site::ms(wait_ms / n as f64)
@@ -274,6 +277,10 @@ mod tests {
             w[2]
         );
         assert!(w[3].contains("40 round trips to postgres:5432 over 1 connection, 20.0 ms each"));
+        assert_eq!(
+            trips_link("db:1", Some(3), Some(0), 6.0).as_deref(),
+            Some("because it made 3 round trips to db:1 over a connection opened outside it, 2.0 ms each")
+        );
         assert!(!w.iter().any(|l| l.contains("are made from")));
         assert!(w[4].starts_with("the pattern: N+1"));
         // No link repeats another.
