@@ -42,7 +42,7 @@ pub use sampled::{
     Resource, ResourceKind, SampleKind, SampleQuality, SampledProfile, SocketTraffic, StackNode,
     ThreadInfo, ThreadSample, Turn, WaitOn, WaitState, Waker, unaliased,
 };
-pub use samples::{Samples, Woken};
+pub use samples::{Kept, Samples, Woken};
 pub use source::MAX_JSON_BYTES;
 
 use serde::{Deserialize, Serialize};

@@ -279,7 +279,9 @@ mod tests {
         assert!(w[3].contains("40 round trips to postgres:5432 over 1 connection, 20.0 ms each"));
         assert_eq!(
             trips_link("db:1", Some(3), Some(0), 6.0).as_deref(),
-            Some("because it made 3 round trips to db:1 over a connection opened outside it, 2.0 ms each")
+            Some(
+                "because it made 3 round trips to db:1 over a connection opened outside it, 2.0 ms each"
+            )
         );
         assert!(!w.iter().any(|l| l.contains("are made from")));
         assert!(w[4].starts_with("the pattern: N+1"));
