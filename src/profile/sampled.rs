@@ -468,14 +468,10 @@ impl SampledProfile {
     /// table following them.
     pub fn retain_samples(&mut self, keep: impl Fn(&ThreadSample) -> bool) {
         let kept = self.samples.retain(keep);
-        self.waits
-            .retain_mut(|w| match kept.new_index(w.sample as usize) {
-                Some(to) => {
-                    w.sample = to;
-                    true
-                }
-                None => false,
-            });
+        // Collected in place (the same allocation).
+        self.waits = (std::mem::take(&mut self.waits).into_iter())
+            .filter_map(|w| renumbered_wait(&kept, w))
+            .collect();
     }
 
     /// A copy holding only the samples `keep` says to, with the wakers and the waits
@@ -483,10 +479,7 @@ impl SampledProfile {
     pub fn filtered(&self, keep: impl Fn(&ThreadSample) -> bool) -> SampledProfile {
         let (samples, kept) = self.samples.filtered(keep);
         let mut waits = Vec::with_capacity(self.waits.len());
-        waits.extend(self.waits.iter().filter_map(|w| {
-            let sample = kept.new_index(w.sample as usize)?;
-            Some(WaitOn { sample, ..*w })
-        }));
+        waits.extend(self.waits.iter().filter_map(|&w| renumbered_wait(&kept, w)));
         self.with_samples(samples, waits)
     }
 
@@ -548,6 +541,12 @@ impl SampledProfile {
         out.reverse();
         out
     }
+}
+
+/// A wait of a filtered profile: renumbered to its sample's new index, or gone with it.
+fn renumbered_wait(kept: &super::Kept, w: WaitOn) -> Option<WaitOn> {
+    let (sample, w) = kept.renumbered((w.sample, w))?;
+    Some(WaitOn { sample, ..w })
 }
 
 /// For `skip_serializing_if`: a count that is zero is left out.

@@ -62,6 +62,12 @@ impl Kept {
         }
     }
 
+    /// An entry of a side table by sample index, `(index, value)`, renumbered; `None`
+    /// when its sample was dropped.
+    pub fn renumbered<T>(&self, (old, x): (u32, T)) -> Option<(u32, T)> {
+        Some((self.new_index(old as usize)?, x))
+    }
+
     /// Sample `old`'s index among the kept ones; `None` when it was dropped or is past
     /// the end.
     pub fn new_index(&self, old: usize) -> Option<u32> {
@@ -167,14 +173,10 @@ impl Samples {
             i += 1;
             kept.new_index(i - 1).is_some()
         });
-        self.wakers
-            .retain_mut(|(k, _)| match kept.new_index(*k as usize) {
-                Some(to) => {
-                    *k = to;
-                    true
-                }
-                None => false,
-            });
+        // Collected in place (the same allocation).
+        self.wakers = (std::mem::take(&mut self.wakers).into_iter())
+            .filter_map(|e| kept.renumbered(e))
+            .collect();
         kept
     }
 
@@ -196,9 +198,8 @@ impl Samples {
         );
         // At most as many as there were (grown by doubling they could take twice that).
         out.wakers.reserve_exact(self.wakers.len());
-        out.wakers.extend(
-            (self.wakers.iter()).filter_map(|&(i, w)| Some((kept.new_index(i as usize)?, w))),
-        );
+        out.wakers
+            .extend(self.wakers.iter().filter_map(|&e| kept.renumbered(e)));
         (out, kept)
     }
 
