@@ -468,30 +468,39 @@ impl<'a> Builder<'a> {
             cats[i] = cat;
             leaves.push(self.add_sample(s, cat) as u32);
         }
-        let (critical, resource_crit_ns) = match critical::critical_path(self.p, &|i| cats[i]) {
-            Some(cp) => {
-                let model = self.add_critical_path(&cp, &cats, &leaves);
-                let per_sample = cp.per_sample_ns();
-                let of = |i: usize| per_sample.get(i).copied().unwrap_or(0);
-                (model, resources.iter().map(|(i, _)| of(i)).collect())
+        // The critical path's charges go straight into the tree (and, for the samples
+        // that waited on a resource, beside them): no table per sample.
+        let p = self.p;
+        let mut resource_crit_ns = vec![0; resources.len()];
+        let walked = critical::critical_path(p, &|i| cats[i], &mut |c| {
+            let i = c.sample as usize;
+            if let (Some(&leaf), Some(&cat)) = (leaves.get(i), cats.get(i)) {
+                self.add_crit(leaf as usize, c.ns, c.category.unwrap_or(cat));
             }
+            if let Some(k) = resources.position(i) {
+                resource_crit_ns[k] += c.ns;
+            }
+        });
+        let critical = match walked {
+            Some(cp) => self.add_critical_path(&cp),
             None => {
-                let mut unexplained = vec![false; self.p.samples.len()];
-                for (i, s) in self.p.samples.iter().enumerate() {
-                    let explained = explained_categories(
-                        parents_of_profiled.contains(&self.groups.group_of(s.pid)),
-                    );
-                    if !explained.contains(&cats[i]) {
+                let unexplained = |groups: &ProcessGroups, s: &ThreadSample, cat| {
+                    let children = parents_of_profiled.contains(&groups.group_of(s.pid));
+                    !explained_categories(children).contains(&cat)
+                };
+                for (i, s) in p.samples.iter().enumerate() {
+                    if unexplained(&self.groups, s, cats[i]) {
                         self.add_crit(leaves[i] as usize, s.weight_ns, cats[i]);
-                        unexplained[i] = true;
                     }
                 }
-                let of = |i: usize| match (self.p.samples.get(i), unexplained.get(i)) {
-                    (Some(s), Some(true)) => s.weight_ns,
-                    _ => 0,
-                };
-                let crit = resources.iter().map(|(i, _)| of(i)).collect();
-                (CriticalModel::ThreadTime, crit)
+                for (k, (i, _)) in resources.iter().enumerate() {
+                    if let Some(s) = p.samples.get(i)
+                        && unexplained(&self.groups, s, cats[i])
+                    {
+                        resource_crit_ns[k] = s.weight_ns;
+                    }
+                }
+                CriticalModel::ThreadTime
             }
         };
         CallTree {
@@ -570,20 +579,9 @@ impl<'a> Builder<'a> {
         }
     }
 
-    fn add_critical_path(
-        &mut self,
-        cp: &critical::CriticalPath,
-        cats: &[WaitCategory],
-        leaves: &[u32],
-    ) -> CriticalModel {
-        for c in cp.credits() {
-            let i = c.sample as usize;
-            let (Some(&leaf), Some(&cat)) = (leaves.get(i), cats.get(i)) else {
-                continue;
-            };
-            let leaf = leaf as usize;
-            self.add_crit(leaf, c.ns, c.category.unwrap_or(cat));
-        }
+    /// The critical path's time no sample holds (its charges to samples were added as
+    /// the walk found them).
+    fn add_critical_path(&mut self, cp: &critical::CriticalPath) -> CriticalModel {
         let mut unsampled_ns = 0;
         for u in &cp.unsampled {
             let node = self.thread_node(u.pid, u.tid);

@@ -98,8 +98,21 @@ pub struct SampleResources(Vec<(u32, u32)>);
 impl SampleResources {
     /// Sample `i`'s resource, if it waited on a known one.
     pub fn get(&self, i: usize) -> Option<u32> {
-        let k = self.0.binary_search_by_key(&i, |e| e.0 as usize).ok()?;
-        Some(self.0[k].1)
+        Some(self.0[self.position(i)?].1)
+    }
+
+    /// The position of sample `i` in [`SampleResources::iter`], if it has a resource.
+    pub fn position(&self, i: usize) -> Option<usize> {
+        self.0.binary_search_by_key(&i, |e| e.0 as usize).ok()
+    }
+
+    /// How many samples have a resource.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
     /// (sample index, resource) for every sample with one, ascending.
