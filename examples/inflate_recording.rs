@@ -9,7 +9,7 @@
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-use profmap::profile::{Recording, Samples, pmr, read_recording};
+use profmap::profile::{Recording, Samples, Waker, pmr, read_recording};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -41,9 +41,10 @@ fn main() {
         for x in block.iter_mut() {
             x.time_ns += k as u64 * span;
         }
-        for w in block.wakers_mut() {
-            w.time_ns += k as u64 * span;
-        }
+        block.map_wakers(|w| Waker {
+            time_ns: w.time_ns + k as u64 * span,
+            ..w
+        });
         block
     };
     if v1 {

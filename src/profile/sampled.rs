@@ -545,7 +545,7 @@ impl SampledProfile {
 
 /// A wait of a filtered profile: renumbered to its sample's new index, or gone with it.
 fn renumbered_wait(kept: &super::Kept, w: WaitOn) -> Option<WaitOn> {
-    let (sample, w) = kept.renumbered((w.sample, w))?;
+    let sample = kept.new_index(w.sample as usize)?;
     Some(WaitOn { sample, ..w })
 }
 

@@ -3,9 +3,10 @@
 //!
 //! Why a side table: most samples are on-CPU ticks without a waker, and an
 //! `Option<Waker>` in every sample made each 64 bytes instead of 40 — at millions of
-//! samples, the largest single block of `report`'s memory. The recording's formats are
-//! unchanged: a sample's waker travels with it (the `waker` field of a JSON sample, the
-//! waker column of a block), see [`Woken`].
+//! samples, the largest single block of `report`'s memory. A row of the side table is
+//! 24 bytes (an `(u32, Waker)` took 32: the waker's optional stack alone is 8 there).
+//! The recording's formats are unchanged: a sample's waker travels with it (the `waker`
+//! field of a JSON sample, the waker column of a block), see [`Woken`].
 //!
 //! Invariants: `wakers` is ascending by sample index, each index below `list.len()`, at
 //! most one per sample. Every method that adds or removes samples keeps it so; the
@@ -22,8 +23,44 @@ use super::{Leaf, SampleKind, ThreadSample, Waker};
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Samples {
     list: Vec<ThreadSample>,
-    /// (sample index, the wake-up that ended it), ascending by index.
-    wakers: Vec<(u32, Waker)>,
+    /// The wake-ups that ended samples, ascending by sample index.
+    wakers: Vec<Wake>,
+}
+
+/// A row of the wakers table: the index of the sample a [`Waker`] ended, and the waker.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Wake {
+    sample: u32,
+    stack: Leaf,
+    pid: i32,
+    tid: i32,
+    time_ns: u64,
+}
+
+impl Wake {
+    /// A waker's stack index that cannot be held (`u32::MAX`) reads as none.
+    fn new(sample: u32, w: Waker) -> Wake {
+        Wake {
+            sample,
+            stack: Leaf::new(w.stack),
+            pid: w.pid,
+            tid: w.tid,
+            time_ns: w.time_ns,
+        }
+    }
+
+    fn waker(&self) -> Waker {
+        Waker {
+            pid: self.pid,
+            tid: self.tid,
+            time_ns: self.time_ns,
+            stack: self.stack.get(),
+        }
+    }
+
+    fn index(&self) -> usize {
+        self.sample as usize
+    }
 }
 
 /// Which samples a filter kept, and the new index of each kept one: a bit per sample
@@ -62,10 +99,10 @@ impl Kept {
         }
     }
 
-    /// An entry of a side table by sample index, `(index, value)`, renumbered; `None`
-    /// when its sample was dropped.
-    pub fn renumbered<T>(&self, (old, x): (u32, T)) -> Option<(u32, T)> {
-        Some((self.new_index(old as usize)?, x))
+    /// A row of the wakers table renumbered; `None` when its sample was dropped.
+    fn renumbered_wake(&self, w: Wake) -> Option<Wake> {
+        let sample = self.new_index(w.index())?;
+        Some(Wake { sample, ..w })
     }
 
     /// Sample `old`'s index among the kept ones; `None` when it was dropped or is past
@@ -92,18 +129,15 @@ impl Samples {
     pub fn push_woken(&mut self, s: ThreadSample, waker: Option<Waker>) {
         if let Some(w) = waker {
             // Indices fit: a recording holds at most `validate::MAX_SAMPLES` (50 M).
-            self.wakers.push((self.list.len() as u32, w));
+            self.wakers.push(Wake::new(self.list.len() as u32, w));
         }
         self.list.push(s);
     }
 
     /// The wake-up that ended sample `i`, when one was recorded.
     pub fn waker(&self, i: usize) -> Option<Waker> {
-        let k = self
-            .wakers
-            .binary_search_by_key(&i, |w| w.0 as usize)
-            .ok()?;
-        Some(self.wakers[k].1)
+        let k = self.wakers.binary_search_by_key(&i, Wake::index).ok()?;
+        Some(self.wakers[k].waker())
     }
 
     /// Set or clear the wake-up that ended sample `i` (nothing when there is no such
@@ -112,27 +146,26 @@ impl Samples {
         if i >= self.list.len() {
             return;
         }
-        match (
-            self.wakers.binary_search_by_key(&i, |w| w.0 as usize),
-            waker,
-        ) {
-            (Ok(k), Some(w)) => self.wakers[k].1 = w,
+        match (self.wakers.binary_search_by_key(&i, Wake::index), waker) {
+            (Ok(k), Some(w)) => self.wakers[k] = Wake::new(i as u32, w),
             (Ok(k), None) => {
                 self.wakers.remove(k);
             }
-            (Err(k), Some(w)) => self.wakers.insert(k, (i as u32, w)),
+            (Err(k), Some(w)) => self.wakers.insert(k, Wake::new(i as u32, w)),
             (Err(_), None) => {}
         }
     }
 
     /// Every recorded wake-up with its sample's index, ascending.
-    pub fn wakers(&self) -> &[(u32, Waker)] {
-        &self.wakers
+    pub fn wakers(&self) -> impl ExactSizeIterator<Item = (u32, Waker)> + '_ {
+        self.wakers.iter().map(|w| (w.sample, w.waker()))
     }
 
-    /// The recorded wake-ups, to change in place (their samples stay the same).
-    pub fn wakers_mut(&mut self) -> impl Iterator<Item = &mut Waker> {
-        self.wakers.iter_mut().map(|(_, w)| w)
+    /// Change every recorded wake-up with `f` (their samples stay the same).
+    pub fn map_wakers(&mut self, mut f: impl FnMut(Waker) -> Waker) {
+        for w in &mut self.wakers {
+            *w = Wake::new(w.sample, f(w.waker()));
+        }
     }
 
     /// The samples, to change in place (not to reorder: the wakers follow indices).
@@ -144,21 +177,19 @@ impl Samples {
     pub fn iter_woken(&self) -> impl Iterator<Item = Woken> + '_ {
         let mut next = self.wakers.iter().peekable();
         self.list.iter().enumerate().map(move |(i, s)| {
-            let w = next.next_if(|w| w.0 as usize == i).map(|w| w.1);
+            let w = next.next_if(|w| w.index() == i).map(Wake::waker);
             (*s, w)
         })
     }
 
     /// Samples `range` with their wakers, in order.
     pub fn woken_range(&self, range: std::ops::Range<usize>) -> Vec<Woken> {
-        let from = self
-            .wakers
-            .partition_point(|w| (w.0 as usize) < range.start);
+        let from = self.wakers.partition_point(|w| w.index() < range.start);
         let mut next = self.wakers[from..].iter().peekable();
         let mut out = Vec::with_capacity(range.len());
         for i in range {
             let Some(s) = self.list.get(i) else { break };
-            let w = next.next_if(|w| w.0 as usize == i).map(|w| w.1);
+            let w = next.next_if(|w| w.index() == i).map(Wake::waker);
             out.push((*s, w));
         }
         out
@@ -175,7 +206,7 @@ impl Samples {
         });
         // Collected in place (the same allocation).
         self.wakers = (std::mem::take(&mut self.wakers).into_iter())
-            .filter_map(|e| kept.renumbered(e))
+            .filter_map(|e| kept.renumbered_wake(e))
             .collect();
         kept
     }
@@ -199,7 +230,7 @@ impl Samples {
         // At most as many as there were (grown by doubling they could take twice that).
         out.wakers.reserve_exact(self.wakers.len());
         out.wakers
-            .extend(self.wakers.iter().filter_map(|&e| kept.renumbered(e)));
+            .extend(self.wakers.iter().filter_map(|&e| kept.renumbered_wake(e)));
         (out, kept)
     }
 
@@ -226,9 +257,9 @@ impl Samples {
             }
         }
         for w in &mut self.wakers {
-            w.0 = kept[w.0 as usize];
+            w.sample = kept[w.index()];
         }
-        self.wakers.sort_by_key(|w| w.0);
+        self.wakers.sort_by_key(|w| w.sample);
         kept
     }
 
@@ -236,14 +267,16 @@ impl Samples {
     pub fn append(&mut self, other: Samples) {
         let base = self.list.len() as u32;
         self.list.extend(other.list);
-        self.wakers
-            .extend(other.wakers.into_iter().map(|(i, w)| (base + i, w)));
+        self.wakers.extend(other.wakers.into_iter().map(|w| Wake {
+            sample: base + w.sample,
+            ..w
+        }));
     }
 
     /// Keep the first `n` samples.
     pub fn truncate(&mut self, n: usize) {
         self.list.truncate(n);
-        let keep = self.wakers.partition_point(|w| (w.0 as usize) < n);
+        let keep = self.wakers.partition_point(|w| w.index() < n);
         self.wakers.truncate(keep);
     }
 
@@ -440,9 +473,9 @@ mod tests {
         let mut s = kept;
         let times: Vec<u64> = s.iter().map(|x| x.time_ns).collect();
         assert_eq!(times, [0, 2, 4, 6, 8]);
-        assert_eq!(s.wakers(), &[(0, woke(0)), (3, woke(6))]);
+        assert_eq!(s.wakers().collect::<Vec<_>>(), [(0, woke(0)), (3, woke(6))]);
         s.truncate(3);
-        assert_eq!(s.wakers(), &[(0, woke(0))]);
+        assert_eq!(s.wakers().collect::<Vec<_>>(), [(0, woke(0))]);
         assert_eq!(s.waker(3), None, "past the end");
     }
 
@@ -507,7 +540,7 @@ mod tests {
         s.set_waker(3, None);
         s.set_waker(0, Some(woke(1)));
         s.set_waker(99, Some(woke(1)));
-        let idx: Vec<u32> = s.wakers().iter().map(|w| w.0).collect();
+        let idx: Vec<u32> = s.wakers().map(|w| w.0).collect();
         assert_eq!(idx, [0, 4, 6, 9]);
         assert_eq!(s.waker(0), Some(woke(1)));
         assert_eq!(s.waker(4), Some(woke(40)));

@@ -29,7 +29,7 @@ use blazesym::symbolize::{Input, Sym, Symbolized, Symbolizer};
 
 use crate::profile::{
     Frame, FrameKind, ProcessInfo, SampleKind, SampleQuality, SampledProfile, Samples, StackNode,
-    ThreadInfo,
+    ThreadInfo, Waker,
 };
 use crate::sample::{RawFrame, RawProfile};
 
@@ -81,9 +81,10 @@ pub fn symbolize(mut raw: RawProfile) -> SampledProfile {
     for s in samples.iter_mut() {
         s.stack = node(s.stack.get()).into();
     }
-    for w in samples.wakers_mut() {
-        w.stack = node(w.stack);
-    }
+    samples.map_wakers(|w| Waker {
+        stack: node(w.stack),
+        ..w
+    });
 
     let on_cpu = samples
         .iter()

@@ -12,7 +12,7 @@ use std::io::Read;
 use super::{Delta, Head, MAGIC, Start, TAG_HEAD, TAG_SAMPLES, TAG_START, TAG_TABLES, VERSION};
 use crate::profile::pmr::{Next, columns, next_chunk, show_tag};
 use crate::profile::validate::{MAX_FRAMES, MAX_PROCESSES, MAX_SAMPLES};
-use crate::profile::{Samples, SessionMeta};
+use crate::profile::{Samples, SessionMeta, Waker};
 use crate::sample::{RawFrame, RawProcess, RawProfile, RawThread};
 
 /// What a spool held.
@@ -178,9 +178,7 @@ impl State {
             .map_err(|why| format!("a sample block is damaged ({why})"))?;
         let stacks = self.raw.stacks.len();
         let known = |s: Option<u32>| s.is_none_or(|s| (s as usize) < stacks);
-        if got.iter().any(|s| !known(s.stack.get()))
-            || got.wakers().iter().any(|w| !known(w.1.stack))
-        {
+        if got.iter().any(|s| !known(s.stack.get())) || got.wakers().any(|w| !known(w.1.stack)) {
             return Err("a sample names a stack not recorded".into());
         }
         self.raw.samples.append(got);
@@ -198,9 +196,10 @@ impl State {
         for s in raw.samples.iter_mut() {
             s.time_ns = s.time_ns.saturating_sub(t0);
         }
-        for w in raw.samples.wakers_mut() {
-            w.time_ns = w.time_ns.saturating_sub(t0);
-        }
+        raw.samples.map_wakers(|w| Waker {
+            time_ns: w.time_ns.saturating_sub(t0),
+            ..w
+        });
         raw.processes = self.processes.into_values().collect();
         raw.threads = self.threads.into_values().collect();
         raw.threads.sort_by_key(|t| (t.pid, t.tid));
