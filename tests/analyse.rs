@@ -516,7 +516,7 @@ fn deep_trees_are_truncated_small_branches_pooled_and_chains_folded() {
     assert!(d4.children.is_empty());
     assert!(!step(&a.steps, "1.1.1.1").truncated);
     // The full call tree keeps everything.
-    assert!(a.call_tree.nodes.iter().any(|n| n.name == "d5"));
+    assert!(a.call_tree.nodes.iter().any(|n| &*n.name == "d5"));
 }
 
 #[test]

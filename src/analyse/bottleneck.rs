@@ -98,13 +98,7 @@ fn candidates(p: &SampledProfile, tree: &CallTree) -> Vec<((bool, u32), Candidat
             continue;
         };
         let c = by_key.entry(key).or_default();
-        let mut own = n.crit_waits_ns;
-        for &ch in &n.children {
-            for (o, x) in own.iter_mut().zip(tree.nodes[ch].crit_waits_ns) {
-                *o = o.saturating_sub(x);
-            }
-        }
-        for (w, o) in c.waits.iter_mut().zip(own) {
+        for (w, o) in c.waits.iter_mut().zip(tree.self_crit_waits(i)) {
             *w += o;
         }
         if c.nodes.is_empty() || n.self_crit_ns > tree.nodes[c.best].self_crit_ns {
@@ -290,7 +284,7 @@ fn describe(
         };
         (f.function.clone(), location, f.module.clone())
     } else {
-        (best.name.clone(), None, None)
+        (best.name.to_string(), None, None)
     };
     Bottleneck {
         step,
@@ -372,8 +366,8 @@ fn heaviest_path(tree: &CallTree, c: &Candidate, step: &str) -> Option<String> {
         if matches!(n.label, NodeLabel::Session) {
             break;
         }
-        if names.last() != Some(&n.name.as_str()) {
-            names.push(n.name.as_str());
+        if names.last() != Some(&&*n.name) {
+            names.push(&n.name);
         }
         cur = n.parent;
     }

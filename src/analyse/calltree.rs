@@ -25,11 +25,13 @@
 //!   `waits_ns` entries sum to `wall_ns`.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use crate::profile::{FrameKind, SampleKind, SampledProfile, ThreadSample};
 
 use super::classify::{WaitCategory, categorize};
 use super::critical;
+use super::percat::{Dense, PerCategory};
 use super::waited;
 
 /// What a node stands for.
@@ -54,8 +56,9 @@ pub enum NodeLabel {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallNode {
     pub label: NodeLabel,
-    /// "name (pid)", "name (tid)" or the function name.
-    pub name: String,
+    /// "name (pid)", "name (tid)" or the function name: shared by the nodes of one
+    /// function (a program with many threads and paths has it in thousands of nodes).
+    pub name: Arc<str>,
     /// Pid of the process this node belongs to (0 for the session).
     pub pid: i32,
     pub parent: Option<usize>,
@@ -64,8 +67,8 @@ pub struct CallNode {
     pub cpu_ns: u64,
     pub self_wall_ns: u64,
     pub self_cpu_ns: u64,
-    /// Inclusive time per category, indexed by [`WaitCategory::index`].
-    pub waits_ns: [u64; WaitCategory::ALL.len()],
+    /// Inclusive time per category (sparse: see [`PerCategory`]).
+    pub waits_ns: PerCategory,
     /// Samples (on-CPU ticks and off-CPU intervals) through this node.
     pub samples: u64,
     pub off_cpu_intervals: u64,
@@ -75,11 +78,11 @@ pub struct CallNode {
     pub crit_ns: u64,
     pub self_crit_ns: u64,
     /// Inclusive critical-path time per category.
-    pub crit_waits_ns: [u64; WaitCategory::ALL.len()],
+    pub crit_waits_ns: PerCategory,
 }
 
 impl CallNode {
-    fn new(label: NodeLabel, name: String, pid: i32, parent: Option<usize>) -> Self {
+    fn new(label: NodeLabel, name: Arc<str>, pid: i32, parent: Option<usize>) -> Self {
         CallNode {
             label,
             name,
@@ -90,17 +93,17 @@ impl CallNode {
             cpu_ns: 0,
             self_wall_ns: 0,
             self_cpu_ns: 0,
-            waits_ns: [0; WaitCategory::ALL.len()],
+            waits_ns: PerCategory::default(),
             samples: 0,
             off_cpu_intervals: 0,
             crit_ns: 0,
             self_crit_ns: 0,
-            crit_waits_ns: [0; WaitCategory::ALL.len()],
+            crit_waits_ns: PerCategory::default(),
         }
     }
 
     pub fn wait_ns(&self, c: WaitCategory) -> u64 {
-        self.waits_ns[c.index()]
+        self.waits_ns.get(c)
     }
 
     pub fn is_synthetic(&self) -> bool {
@@ -318,6 +321,19 @@ impl CallTree {
         self.nodes[0].crit_ns
     }
 
+    /// Node `i`'s critical-path time per category less its children's: what it holds
+    /// itself, dense.
+    pub fn self_crit_waits(&self, i: usize) -> Dense {
+        let n = &self.nodes[i];
+        let mut own = n.crit_waits_ns.dense();
+        for &ch in &n.children {
+            for (c, x) in self.nodes[ch].crit_waits_ns.iter() {
+                own[c.index()] = own[c.index()].saturating_sub(x);
+            }
+        }
+        own
+    }
+
     /// The frame of the nearest function node, from `node` up, that was not inlined:
     /// the function whose machine code the samples of `node` ran in.
     pub fn containing_function(&self, p: &SampledProfile, node: usize) -> Option<u32> {
@@ -357,6 +373,8 @@ struct Builder<'a> {
     frame_fn: Vec<u32>,
     /// Function id → representative frame.
     fn_frame: Vec<u32>,
+    /// Function id → its name, once a node has it.
+    fn_name: Vec<Option<Arc<str>>>,
     /// Leaf stack → (function path, root first, plumbing and kernel frames dropped).
     paths: HashMap<u32, Vec<u32>>,
     categories: HashMap<(Option<u32>, SampleKind), WaitCategory>,
@@ -372,9 +390,10 @@ impl<'a> Builder<'a> {
         let (frame_fn, fn_frame) = function_ids(p);
         Builder {
             p,
-            nodes: vec![CallNode::new(NodeLabel::Session, String::new(), 0, None)],
+            nodes: vec![CallNode::new(NodeLabel::Session, Arc::from(""), 0, None)],
             index: HashMap::new(),
             frame_fn,
+            fn_name: vec![None; fn_frame.len()],
             fn_frame,
             paths: HashMap::new(),
             categories: HashMap::new(),
@@ -389,15 +408,20 @@ impl<'a> Builder<'a> {
             return i;
         }
         let (label, name) = match key {
-            Key::Process(pid) => (NodeLabel::Process { pid }, self.groups.label(self.p, pid)),
+            Key::Process(pid) => (
+                NodeLabel::Process { pid },
+                self.groups.label(self.p, pid).into(),
+            ),
             Key::Thread(tid) => (
                 NodeLabel::Thread { pid, tid },
-                self.groups.thread_label(self.p, pid, tid),
+                self.groups.thread_label(self.p, pid, tid).into(),
             ),
             Key::Function(f) => {
                 let frame = self.fn_frame[f as usize];
-                let name = self.p.frames[frame as usize].function.clone();
-                (NodeLabel::Function { frame }, name)
+                let p = self.p;
+                let name = self.fn_name[f as usize]
+                    .get_or_insert_with(|| p.frames[frame as usize].function.as_str().into());
+                (NodeLabel::Function { frame }, Arc::clone(name))
             }
         };
         let i = self.nodes.len();
@@ -537,7 +561,7 @@ impl<'a> Builder<'a> {
         while let Some(n) = cur {
             let node = &mut self.nodes[n];
             node.wall_ns += s.weight_ns;
-            node.waits_ns[cat.index()] += s.weight_ns;
+            node.waits_ns.add(cat, s.weight_ns);
             node.samples += 1;
             if on_cpu {
                 node.cpu_ns += s.weight_ns;
@@ -574,7 +598,7 @@ impl<'a> Builder<'a> {
         while let Some(n) = cur {
             let node = &mut self.nodes[n];
             node.crit_ns += ns;
-            node.crit_waits_ns[cat.index()] += ns;
+            node.crit_waits_ns.add(cat, ns);
             cur = node.parent;
         }
     }

@@ -27,6 +27,7 @@ pub mod escalate;
 pub mod hotspots;
 pub mod lines;
 mod ownframe;
+mod percat;
 pub mod resources;
 pub mod roles;
 mod spread;
@@ -223,11 +224,11 @@ type Waits = [u64; WaitCategory::ALL.len()];
 
 impl Classes {
     fn new(p: &SampledProfile, tree: &CallTree) -> Classes {
-        let process_waits: HashMap<i32, &Waits> = tree
+        let process_waits: HashMap<i32, Waits> = tree
             .root()
             .children
             .iter()
-            .map(|&c| (tree.nodes[c].pid, &tree.nodes[c].crit_waits_ns))
+            .map(|&c| (tree.nodes[c].pid, tree.nodes[c].crit_waits_ns.dense()))
             .collect();
         let mut child_class = HashMap::new();
         let mut thread_class = HashMap::new();
@@ -428,7 +429,7 @@ fn analyse_own(p: &SampledProfile, profiler_ns: u64) -> Analysis {
         let n = &tree.nodes[c];
         for (acc, t) in per_class
             .iter_mut()
-            .zip(classes.per_class(&n.crit_waits_ns, n.pid))
+            .zip(classes.per_class(&n.crit_waits_ns.dense(), n.pid))
         {
             *acc += t;
         }
@@ -441,16 +442,11 @@ fn analyse_own(p: &SampledProfile, profiler_ns: u64) -> Analysis {
     let root = tree.root();
     let thread_wait_breakdown_ms = WaitCategory::ALL
         .iter()
-        .map(|c| (c.key().to_string(), steps::ms(root.waits_ns[c.index()])))
+        .map(|c| (c.key().to_string(), steps::ms(root.waits_ns.get(*c))))
         .collect();
     let wait_breakdown_ms = WaitCategory::ALL
         .iter()
-        .map(|c| {
-            (
-                c.key().to_string(),
-                steps::ms(root.crit_waits_ns[c.index()]),
-            )
-        })
+        .map(|c| (c.key().to_string(), steps::ms(root.crit_waits_ns.get(*c))))
         .collect();
 
     let mut warnings = Vec::new();
@@ -537,7 +533,7 @@ fn analyse_own(p: &SampledProfile, profiler_ns: u64) -> Analysis {
 /// evidence that was missing.
 fn unknown_why(p: &SampledProfile, tree: &CallTree) -> String {
     let root = tree.root();
-    let share = |c: WaitCategory| steps::pct(root.crit_waits_ns[c.index()], root.crit_ns);
+    let share = |c: WaitCategory| steps::pct(root.crit_waits_ns.get(c), root.crit_ns);
     let mut missing = Vec::new();
     if !p.sockets_recorded {
         missing.push("socket traffic (sock:sock_send_length/sock_recv_length)");

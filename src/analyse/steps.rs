@@ -216,12 +216,7 @@ impl<'a> StepBuilder<'a> {
     fn own_time(&mut self, node: usize, id: String) -> Step {
         let tree = self.tree;
         let n = &tree.nodes[node];
-        let mut waits = n.crit_waits_ns;
-        for &c in &n.children {
-            for (w, x) in waits.iter_mut().zip(tree.nodes[c].crit_waits_ns) {
-                *w = w.saturating_sub(x);
-            }
-        }
+        let waits = tree.self_crit_waits(node);
         let below_wall: u64 = n.children.iter().map(|&c| tree.nodes[c].wall_ns).sum();
         let below_cpu: u64 = n.children.iter().map(|&c| tree.nodes[c].cpu_ns).sum();
         self.refs.push(StepRef {
@@ -315,18 +310,18 @@ impl<'a> StepBuilder<'a> {
         let self_ns: u64 = chain.iter().map(|&n| self.node(n).self_crit_ns).sum();
         let n = self.node(top);
         let (function, location, module, step_type) = match n.label {
-            NodeLabel::Process { .. } => (n.name.clone(), None, None, StepType::Process),
-            NodeLabel::Thread { .. } => (n.name.clone(), None, None, StepType::Thread),
+            NodeLabel::Process { .. } => (n.name.to_string(), None, None, StepType::Process),
+            NodeLabel::Thread { .. } => (n.name.to_string(), None, None, StepType::Thread),
             NodeLabel::Function { frame } => {
                 let f = &self.p.frames[frame as usize];
                 (
-                    n.name.clone(),
+                    n.name.to_string(),
                     f.location(),
                     f.module.clone(),
-                    function_type(&n.crit_waits_ns, n.crit_ns, self_ns),
+                    function_type(&n.crit_waits_ns.dense(), n.crit_ns, self_ns),
                 )
             }
-            NodeLabel::Session => (n.name.clone(), None, None, StepType::Unknown),
+            NodeLabel::Session => (n.name.to_string(), None, None, StepType::Unknown),
         };
         let mut step = Step {
             id: id.clone(),
@@ -340,8 +335,8 @@ impl<'a> StepBuilder<'a> {
             self_time_ms: ms(self_ns),
             time_share_pct: pct(n.crit_ns, self.total),
             step_type,
-            classification: self.classes.dominant(&n.crit_waits_ns, n.pid),
-            wait_breakdown_ms: breakdown(&n.crit_waits_ns),
+            classification: self.classes.dominant(&n.crit_waits_ns.dense(), n.pid),
+            wait_breakdown_ms: breakdown(&n.crit_waits_ns.dense()),
             resources: Vec::new(),
             http_round_trips: None,
             db_round_trips: None,
@@ -367,8 +362,8 @@ impl<'a> StepBuilder<'a> {
         let mut pids: Vec<i32> = Vec::new();
         for &c in pooled {
             let n = self.node(c);
-            for (w, x) in waits.iter_mut().zip(n.crit_waits_ns.iter()) {
-                *w += x;
+            for (c, x) in n.crit_waits_ns.iter() {
+                waits[c.index()] += x;
             }
             wall += n.crit_ns;
             thread += n.wall_ns;
