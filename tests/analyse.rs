@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use profmap::analyse::{Analysis, Classification, Step, StepType, analyse};
 use profmap::export::flamegraph::{FlameKind, svg};
-use profmap::export::folded::folded;
+use profmap::export::folded::{StackWeights, folded};
 use profmap::profile::{
     ExitStatus, Frame, FrameKind, ProcessInfo, Recording, RunMeasurement, SampleKind,
     SampledProfile, SessionMeta, StackNode, ThreadInfo, ThreadSample, WaitState, read_recording,
@@ -538,6 +538,32 @@ prog (1000);prog (1000);_start;__libc_start_main;__libc_start_call_main;main;c 2
     assert!(!cpu_only.contains("off-cpu"));
     assert_eq!(cpu_only.lines().count(), 1);
     assert!(cpu_only.ends_with("sleepy::compute 50000\n"));
+}
+
+/// Lines that come out the same are one line, their weights summed: a pool of
+/// same-named threads, and two call sites (frames) of one function. The weights summed
+/// before samples are dropped still make the lines of the whole profile.
+#[test]
+fn folded_lines_that_read_the_same_are_summed() {
+    let s = |f: &str| format!("{C_START};main@prog.c:40;{f}");
+    let mut p = Builder::new()
+        .process(1000, Some(1), "pool")
+        .thread(1000, 1001, "worker")
+        .thread(1000, 1002, "worker")
+        .add(1000, 1001, &s("work@prog.c:10"), on(), 3, MS)
+        .add(1000, 1002, &s("work@prog.c:11"), on(), 4, MS)
+        .add(1000, 1002, &s("zzz@prog.c:30"), on(), 2, MS)
+        .add(1000, 1000, &s("a@prog.c:20"), on(), 1, MS)
+        .build();
+    let text = folded(&p, false);
+    let want = "pool (1000);pool (1000);_start;__libc_start_main;__libc_start_call_main;main;a 1000\n\
+pool (1000);worker (2 threads);_start;__libc_start_main;__libc_start_call_main;main;work 7000\n\
+pool (1000);worker (2 threads);_start;__libc_start_main;__libc_start_call_main;main;zzz 2000\n";
+    assert_eq!(text, want);
+    let weights = StackWeights::of(&p);
+    p.samples.truncate(0);
+    assert_eq!(weights.text(&p, false), want);
+    assert_eq!(weights.text(&p, true), want);
 }
 
 #[test]

@@ -15,7 +15,7 @@
 //! - `;` in a frame name is written `:`, and line breaks as spaces, so a line always
 //!   splits back into the same frames.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use crate::analyse::calltree::ProcessGroups;
 use crate::analyse::classify::{WaitCategory, categorize};
@@ -43,69 +43,121 @@ pub fn frame_name(function: &str, kind: FrameKind) -> String {
 }
 
 /// The folded stacks of `p` (see the module doc for the format; values in µs).
-///
-/// Samples are first summed per (process, thread, stack, kind) — one hash per sample,
-/// memory bounded by the distinct keys — and each key's line is made once.
 pub fn folded(p: &SampledProfile, on_cpu_only: bool) -> String {
-    let mut by_key: HashMap<(i32, i32, Option<u32>, SampleKind), u64> = HashMap::new();
-    for s in &p.samples {
-        if on_cpu_only && !matches!(s.kind, SampleKind::OnCpu) {
-            continue;
-        }
-        *by_key
-            .entry((s.pid, s.tid, s.stack.get(), s.kind))
-            .or_default() += s.weight_ns;
-    }
-    let mut weights: BTreeMap<String, u64> = BTreeMap::new();
-    let mut stack_text: HashMap<(Option<u32>, SampleKind), String> = HashMap::new();
-    let mut prefixes: HashMap<(i32, i32), String> = HashMap::new();
-    let groups = ProcessGroups::of(p);
-    for ((pid, tid, stack, kind), ns) in by_key {
-        let prefix = prefixes.entry((pid, tid)).or_insert_with(|| {
-            // Repeated runs of one program are merged, as in the steps: their
-            // single thread is named without its tid.
-            let proc_ = groups.label(p, pid).replace(';', ":");
-            let thread = match groups.size(pid) {
-                Some(_) => groups.label(p, pid).replace(';', ":"),
-                None => groups.thread_label(p, pid, tid).replace(';', ":"),
-            };
-            format!("{proc_};{thread}")
-        });
-        let frames = stack_text
-            .entry((stack, kind))
-            .or_insert_with(|| stack_line(p, stack, kind));
-        *weights.entry(format!("{prefix};{frames}")).or_default() += ns;
-    }
-    let mut out = String::new();
-    for (line, ns) in weights {
-        let us = (ns + 500) / 1000;
-        if us > 0 {
-            out.push_str(&line);
-            out.push(' ');
-            out.push_str(&us.to_string());
-            out.push('\n');
-        }
-    }
-    out
+    StackWeights::of(p).text(p, on_cpu_only)
 }
 
-/// The frames of one stack as a folded line's tail, the off-CPU frame last.
-fn stack_line(p: &SampledProfile, stack: Option<u32>, kind: SampleKind) -> String {
-    let stack = stack.map(|l| p.stack_frames(l)).unwrap_or_default();
-    let mut text = if stack.is_empty() {
-        "[no stack]".to_string()
-    } else {
-        let names: Vec<String> = stack
-            .iter()
-            .map(|f| frame_name(&f.function, f.kind))
-            .collect();
-        names.join(";")
-    };
-    if !matches!(kind, SampleKind::OnCpu) {
-        text.push(';');
-        text.push_str(&off_cpu_frame(categorize(kind, &stack)));
+/// The samples of a profile summed per (process, thread, stack, kind), with each
+/// thread's line prefix: all that folded lines need from the samples, in memory bounded
+/// by the distinct keys. Made in one pass over the samples, it can be turned into text
+/// later, beside other work, and after the samples are gone (`text` reads only the
+/// profile's frames and stacks).
+#[derive(Debug, Default)]
+pub struct StackWeights {
+    by_key: HashMap<(i32, i32, Option<u32>, SampleKind), u64>,
+    /// `proc (pid);thread (tid)`, per (pid, tid) of `by_key`.
+    prefixes: HashMap<(i32, i32), String>,
+}
+
+impl StackWeights {
+    /// One hash per sample.
+    pub fn of(p: &SampledProfile) -> StackWeights {
+        let mut by_key: HashMap<(i32, i32, Option<u32>, SampleKind), u64> = HashMap::new();
+        for s in &p.samples {
+            *by_key
+                .entry((s.pid, s.tid, s.stack.get(), s.kind))
+                .or_default() += s.weight_ns;
+        }
+        let groups = ProcessGroups::of(p);
+        let mut prefixes = HashMap::new();
+        for &(pid, tid, _, _) in by_key.keys() {
+            prefixes.entry((pid, tid)).or_insert_with(|| {
+                // Repeated runs of one program are merged, as in the steps: their
+                // single thread is named without its tid.
+                let proc_ = groups.label(p, pid).replace(';', ":");
+                let thread = match groups.size(pid) {
+                    Some(_) => groups.label(p, pid).replace(';', ":"),
+                    None => groups.thread_label(p, pid, tid).replace(';', ":"),
+                };
+                format!("{proc_};{thread}")
+            });
+        }
+        StackWeights { by_key, prefixes }
     }
-    text
+
+    /// The folded lines, sorted; on-CPU samples only when `on_cpu_only`. `p` is the
+    /// profile `self` was made of (or the same less some samples).
+    ///
+    /// Every line is written once into one buffer (no string per line: with many
+    /// distinct stacks the lines are most of this memory, and this runs beside the
+    /// analysis), then the lines are sorted by their text and equal ones summed
+    /// (threads of one group; stacks that differ only in lines of the same functions).
+    pub fn text(&self, p: &SampledProfile, on_cpu_only: bool) -> String {
+        let mut names: Vec<Option<String>> = vec![None; p.frames.len()];
+        let mut buf = String::new();
+        // (start, end) of a line in `buf`, and its weight.
+        let mut lines: Vec<(usize, usize, u64)> = Vec::with_capacity(self.by_key.len());
+        for (&(pid, tid, stack, kind), &ns) in &self.by_key {
+            if on_cpu_only && !matches!(kind, SampleKind::OnCpu) {
+                continue;
+            }
+            let start = buf.len();
+            buf.push_str(self.prefixes.get(&(pid, tid)).map_or("", String::as_str));
+            buf.push(';');
+            push_stack(&mut buf, p, stack, kind, &mut names);
+            lines.push((start, buf.len(), ns));
+        }
+        let text = |l: &(usize, usize, u64)| &buf[l.0..l.1];
+        lines.sort_unstable_by(|a, b| text(a).cmp(text(b)));
+        let mut out = String::with_capacity(buf.len() + lines.len() * 8);
+        let mut i = 0;
+        while i < lines.len() {
+            let line = text(&lines[i]);
+            let mut ns = 0;
+            while i < lines.len() && text(&lines[i]) == line {
+                ns += lines[i].2;
+                i += 1;
+            }
+            let us = (ns + 500) / 1000;
+            if us > 0 {
+                out.push_str(line);
+                out.push(' ');
+                out.push_str(&us.to_string());
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+/// Append the frames of one stack as a folded line's tail, the off-CPU frame last;
+/// `names` caches each frame's folded name, by frame index.
+fn push_stack(
+    buf: &mut String,
+    p: &SampledProfile,
+    stack: Option<u32>,
+    kind: SampleKind,
+    names: &mut [Option<String>],
+) {
+    let ids = stack.map(|l| p.stack_frame_ids(l)).unwrap_or_default();
+    let start = buf.len();
+    for &f in &ids {
+        let Some((slot, frame)) = names.get_mut(f as usize).zip(p.frames.get(f as usize)) else {
+            continue;
+        };
+        if buf.len() > start {
+            buf.push(';');
+        }
+        buf.push_str(slot.get_or_insert_with(|| frame_name(&frame.function, frame.kind)));
+    }
+    if buf.len() == start {
+        buf.push_str("[no stack]");
+    }
+    if !matches!(kind, SampleKind::OnCpu) {
+        let stack = stack.map(|l| p.stack_frames(l)).unwrap_or_default();
+        buf.push(';');
+        buf.push_str(&off_cpu_frame(categorize(kind, &stack)));
+    }
 }
 
 /// The folded stacks as an exporter (`--export folded`: the same `stacks.folded` every

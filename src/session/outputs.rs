@@ -18,6 +18,7 @@ use super::outfile::{self, TempOut};
 use super::{RECORDING, RECORDING_V1, RUN_LOG};
 use crate::analyse;
 use crate::error::Error;
+use crate::export::folded::StackWeights;
 use crate::plan::OutputPlan;
 use crate::profile::{Recording, SampledProfile};
 use crate::report::{self, DeepView, summary::Status};
@@ -157,15 +158,15 @@ fn write_all(
     }
     // The flamegraphs show every sample recorded; the analysis works without profmap's
     // own activity (see `analyse::Analysed`). When there is some, the flamegraphs'
-    // folded stacks (their only pass over the samples) are made first, then those
+    // stack weights (their only pass over the samples) are summed first, then those
     // samples dropped in place: a filtered copy beside the recording's would hold every
-    // sample twice. The drawing and the analysis then run side by side.
+    // sample twice. The folded text, the drawing and the analysis then run side by side.
     let mut folded_first = None;
     let mut profiler_ns = 0;
     if let Some(p) = rec.sampled.as_mut()
         && let Some(own) = analyse::OwnActivity::find(p)
     {
-        folded_first = Some(timed("folded stacks", || Folded::of(p)));
+        folded_first = Some(timed("folded stacks", || StackWeights::of(p)));
         profiler_ns = own.drop_from(p);
     }
     let rec: &Recording = rec;
@@ -174,8 +175,8 @@ fn write_all(
         Some(p) => {
             let (views, analysed) = std::thread::scope(|sc| {
                 let views = sc.spawn(|| {
-                    let folded = folded_first.unwrap_or_else(|| Folded::of(p));
-                    timed("flamegraphs", || profile_views(p, folded))
+                    let weights = folded_first.unwrap_or_else(|| StackWeights::of(p));
+                    timed("flamegraphs", || profile_views(p, Folded::of(p, &weights)))
                 });
                 let analysed = analyse::Analysed::dropped(p, profiler_ns);
                 // Analysed before the join: the drawing goes on beside it.
@@ -299,8 +300,8 @@ struct ProfileViews {
     folded: String,
 }
 
-/// The folded stacks the two flamegraphs are drawn from: the only part of them that
-/// reads every sample.
+/// The folded stacks the two flamegraphs are drawn from (made from [`StackWeights`],
+/// the only part of them that reads every sample).
 struct Folded {
     /// Wall-clock (also stacks.folded).
     wall: String,
@@ -309,11 +310,11 @@ struct Folded {
 }
 
 impl Folded {
-    fn of(p: &SampledProfile) -> Folded {
-        use crate::export::folded::folded;
+    /// `p` is the profile `weights` was made of, or the same less profmap's own samples.
+    fn of(p: &SampledProfile, weights: &StackWeights) -> Folded {
         Folded {
-            wall: folded(p, false),
-            cpu: folded(p, true),
+            wall: weights.text(p, false),
+            cpu: weights.text(p, true),
         }
     }
 }
