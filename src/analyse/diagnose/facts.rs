@@ -176,8 +176,13 @@ impl Facts {
     ) -> Facts {
         let mut steps = Vec::new();
         flatten(&a.steps, 1, &mut steps);
-        let (lib_ns, cpu_ns) = stacks::cpu_in_libraries(p);
-        let (cpu_library_ms, cpu_total_ms) = (ms(lib_ns), ms(cpu_ns));
+        let functions: Vec<&str> = a
+            .top_bottlenecks
+            .iter()
+            .map(|b| b.function.as_str())
+            .collect();
+        let cpu = stacks::cpu_figures(p, &functions);
+        let (cpu_library_ms, cpu_total_ms) = (ms(cpu.library_ns), ms(cpu.all_ns));
         Facts {
             wall_ms: a.total_wall_ms,
             waits_ms: a.wait_breakdown_ms.clone(),
@@ -205,11 +210,7 @@ impl Facts {
             cpu_library_ms,
             cpu_total_ms,
             top: a.top_bottlenecks.clone(),
-            hot_lines: a
-                .top_bottlenecks
-                .iter()
-                .map(|b| stacks::hot_lines(p, &b.function))
-                .collect(),
+            hot_lines: cpu.hot_lines,
         }
     }
 }

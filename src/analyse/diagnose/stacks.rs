@@ -175,62 +175,80 @@ fn last_on_cpu(p: &SampledProfile, by: &HashMap<i32, Vec<u32>>, tid: i32, t: u64
         .flatten()
 }
 
-/// A function's on-CPU samples by the user's source line nearest to the leaf.
-pub(super) fn hot_lines(p: &SampledProfile, function: &str) -> HotLines {
-    let mut by: HashMap<String, u64> = HashMap::new();
-    let (mut all, mut lib) = (0u64, 0u64);
-    for (stack, weight_ns) in cpu_by_stack(p) {
-        let frames = frames_of(p, stack);
-        let Some(at) = frames.iter().position(|f| f.function == function) else {
-            continue;
-        };
-        all += weight_ns;
-        if frames
-            .iter()
-            .find(|f| !f.inlined)
-            .is_some_and(|f| is_library(f))
-        {
-            lib += weight_ns;
-        }
-        let own = frames[..=at]
-            .iter()
-            .find(|f| !is_library(f) && f.line.is_some())
-            .and_then(|f| f.location());
-        if let Some(l) = own {
-            *by.entry(l).or_default() += weight_ns;
-        }
-    }
-    let mut lines: Vec<(String, u64)> = by.into_iter().collect();
-    lines.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    HotLines {
-        function: function.to_string(),
-        cpu_ms: super::super::steps::ms(all),
-        library_ms: super::super::steps::ms(lib),
-        lines: lines
-            .into_iter()
-            .take(3)
-            .map(|(l, ns)| (l, super::super::steps::ms(ns)))
-            .collect(),
-    }
+/// On-CPU figures of the stacks: time in libraries, and, for each of some functions,
+/// its time by the user's source line nearest to the leaf. One pass over the samples
+/// and one over the distinct stacks, whatever the number of functions.
+pub(super) struct CpuFigures {
+    /// On-CPU time whose machine code is library, runtime or kernel code, ns.
+    pub library_ns: u64,
+    /// All on-CPU time, ns.
+    pub all_ns: u64,
+    /// One per function asked for, in that order.
+    pub hot_lines: Vec<HotLines>,
 }
 
-/// On-CPU time whose machine code is library, runtime or kernel code, and all on-CPU
-/// time, ns. Standard-library code inlined into the user's function is that function's
-/// code: the leaf's first non-inlined frame decides.
-pub(super) fn cpu_in_libraries(p: &SampledProfile) -> (u64, u64) {
-    let (mut lib, mut all) = (0u64, 0u64);
+/// Standard-library code inlined into the user's function is that function's code: the
+/// leaf's first non-inlined frame decides whether a stack's time is library time.
+pub(super) fn cpu_figures(p: &SampledProfile, functions: &[&str]) -> CpuFigures {
+    #[derive(Default)]
+    struct Of {
+        all: u64,
+        lib: u64,
+        by: HashMap<String, u64>,
+    }
+    let mut of: Vec<Of> = functions.iter().map(|_| Of::default()).collect();
+    let (mut library_ns, mut all_ns) = (0u64, 0u64);
     for (stack, weight_ns) in cpu_by_stack(p) {
-        all += weight_ns;
         let frames = frames_of(p, stack);
-        if frames
+        let in_library = frames
             .iter()
             .find(|f| !f.inlined)
-            .is_some_and(|f| is_library(f))
-        {
-            lib += weight_ns;
+            .is_some_and(|f| is_library(f));
+        all_ns += weight_ns;
+        if in_library {
+            library_ns += weight_ns;
+        }
+        for (o, function) in of.iter_mut().zip(functions) {
+            let Some(at) = frames.iter().position(|f| f.function == *function) else {
+                continue;
+            };
+            o.all += weight_ns;
+            if in_library {
+                o.lib += weight_ns;
+            }
+            let own = frames[..=at]
+                .iter()
+                .find(|f| !is_library(f) && f.line.is_some())
+                .and_then(|f| f.location());
+            if let Some(l) = own {
+                *o.by.entry(l).or_default() += weight_ns;
+            }
         }
     }
-    (lib, all)
+    let ms = super::super::steps::ms;
+    let hot_lines = of
+        .into_iter()
+        .zip(functions)
+        .map(|(o, function)| {
+            let mut lines: Vec<(String, u64)> = o.by.into_iter().collect();
+            lines.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            HotLines {
+                function: function.to_string(),
+                cpu_ms: ms(o.all),
+                library_ms: ms(o.lib),
+                lines: lines
+                    .into_iter()
+                    .take(3)
+                    .map(|(l, ns)| (l, ms(ns)))
+                    .collect(),
+            }
+        })
+        .collect();
+    CpuFigures {
+        library_ns,
+        all_ns,
+        hot_lines,
+    }
 }
 
 /// On-CPU weight per stack leaf, ns: one pass over the samples, then work per distinct
