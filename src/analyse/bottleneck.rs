@@ -121,12 +121,12 @@ fn candidates(p: &SampledProfile, tree: &CallTree) -> Vec<((bool, u32), Candidat
 }
 
 fn has_ancestor_with(p: &SampledProfile, tree: &CallTree, node: usize, key: (bool, u32)) -> bool {
-    let mut cur = tree.nodes[node].parent;
+    let mut cur = tree.nodes[node].parent();
     while let Some(i) = cur {
         if candidate_key(p, tree, i) == Some(key) {
             return true;
         }
-        cur = tree.nodes[i].parent;
+        cur = tree.nodes[i].parent();
     }
     false
 }
@@ -138,7 +138,7 @@ fn step_of(tree: &CallTree, node_steps: &HashMap<usize, &str>, i: usize) -> Opti
         if let Some(id) = node_steps.get(&n) {
             return Some((*id).to_string());
         }
-        cur = tree.nodes[n].parent;
+        cur = tree.nodes[n].parent();
     }
     None
 }
@@ -240,10 +240,9 @@ fn describe(
         .iter()
         .map(|&n| {
             let node = &tree.nodes[n];
-            let below: u64 = node
-                .children
-                .iter()
-                .map(|&ch| tree.nodes[ch].off_cpu_intervals)
+            let below: u64 = tree
+                .children(n)
+                .map(|ch| tree.nodes[ch].off_cpu_intervals)
                 .sum();
             node.off_cpu_intervals.saturating_sub(below)
         })
@@ -327,7 +326,7 @@ fn below(p: &SampledProfile, tree: &CallTree, c: &Candidate, is_fn: bool) -> Str
         .iter()
         .filter(|&&n| key.is_none_or(|k| !has_ancestor_with(p, tree, n, k)));
     for &n in outermost {
-        for &ch in &tree.nodes[n].children {
+        for ch in tree.children(n) {
             if let NodeLabel::Function { frame } = tree.nodes[ch].label
                 && tree.nodes[ch].crit_ns > 0
                 && !c.nodes.contains(&ch)
@@ -369,7 +368,7 @@ fn heaviest_path(tree: &CallTree, c: &Candidate, step: &str) -> Option<String> {
         if names.last() != Some(&&*n.name) {
             names.push(&n.name);
         }
-        cur = n.parent;
+        cur = n.parent();
     }
     if names.len() < 2 {
         return None;

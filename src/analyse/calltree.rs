@@ -52,6 +52,10 @@ pub enum NodeLabel {
     },
 }
 
+/// No node: the root's parent, the end of a list of children. Node indices are u32: a
+/// node is a distinct path of a thread, far fewer than 2^32 (each takes ~180 bytes).
+const NONE: u32 = u32::MAX;
+
 /// One node of the call tree. Times in nanoseconds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallNode {
@@ -61,8 +65,14 @@ pub struct CallNode {
     pub name: Arc<str>,
     /// Pid of the process this node belongs to (0 for the session).
     pub pid: i32,
-    pub parent: Option<usize>,
-    pub children: Vec<usize>,
+    /// The parent's index ([`NONE`] for the root): see [`CallNode::parent`].
+    up: u32,
+    /// The first child and the next sibling ([`NONE`]: none), children in the order
+    /// they were made: see [`CallTree::children`]. Links, not a list per node: a
+    /// program with many threads and distinct stacks has hundreds of thousands of
+    /// nodes (a `Vec` was 24 bytes a node plus an allocation per parent).
+    first_child: u32,
+    next_sibling: u32,
     pub wall_ns: u64,
     pub cpu_ns: u64,
     pub self_wall_ns: u64,
@@ -82,13 +92,14 @@ pub struct CallNode {
 }
 
 impl CallNode {
-    fn new(label: NodeLabel, name: Arc<str>, pid: i32, parent: Option<usize>) -> Self {
+    fn new(label: NodeLabel, name: Arc<str>, pid: i32, up: u32) -> Self {
         CallNode {
             label,
             name,
             pid,
-            parent,
-            children: Vec::new(),
+            up,
+            first_child: NONE,
+            next_sibling: NONE,
             wall_ns: 0,
             cpu_ns: 0,
             self_wall_ns: 0,
@@ -104,6 +115,11 @@ impl CallNode {
 
     pub fn wait_ns(&self, c: WaitCategory) -> u64 {
         self.waits_ns.get(c)
+    }
+
+    /// The parent node's index; `None` for the root.
+    pub fn parent(&self) -> Option<usize> {
+        (self.up != NONE).then_some(self.up as usize)
     }
 
     pub fn is_synthetic(&self) -> bool {
@@ -313,6 +329,15 @@ impl CallTree {
         &self.nodes[0]
     }
 
+    /// The children of node `i`, in the order they were made.
+    pub fn children(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
+        let first = self.nodes.get(i).map_or(NONE, |n| n.first_child);
+        std::iter::successors((first != NONE).then_some(first as usize), |&c| {
+            let next = self.nodes[c].next_sibling;
+            (next != NONE).then_some(next as usize)
+        })
+    }
+
     /// Session wall time, the denominator of every share: the critical path's length
     /// (the sum of the `crit_ns` it charged). Without wake-up records, the sum of all
     /// sample weights less the waits for work whose own time is in the profile (a shell
@@ -326,7 +351,7 @@ impl CallTree {
     pub fn self_crit_waits(&self, i: usize) -> Dense {
         let n = &self.nodes[i];
         let mut own = n.crit_waits_ns.dense();
-        for &ch in &n.children {
+        for ch in self.children(i) {
             for (c, x) in self.nodes[ch].crit_waits_ns.iter() {
                 own[c.index()] = own[c.index()].saturating_sub(x);
             }
@@ -343,7 +368,7 @@ impl CallTree {
                 NodeLabel::Function { frame } if !p.frames[frame as usize].inlined => {
                     return Some(frame);
                 }
-                NodeLabel::Function { .. } => cur = self.nodes[i].parent,
+                NodeLabel::Function { .. } => cur = self.nodes[i].parent(),
                 _ => return None,
             }
         }
@@ -368,6 +393,8 @@ impl CallTree {
 struct Builder<'a> {
     p: &'a SampledProfile,
     nodes: Vec<CallNode>,
+    /// Each node's last child so far ([`NONE`]: none), to append the next one.
+    last_child: Vec<u32>,
     index: HashMap<(usize, Key), usize>,
     /// Frame index → function id (frames of one function share it).
     frame_fn: Vec<u32>,
@@ -390,7 +417,8 @@ impl<'a> Builder<'a> {
         let (frame_fn, fn_frame) = function_ids(p);
         Builder {
             p,
-            nodes: vec![CallNode::new(NodeLabel::Session, Arc::from(""), 0, None)],
+            nodes: vec![CallNode::new(NodeLabel::Session, Arc::from(""), 0, NONE)],
+            last_child: vec![NONE],
             index: HashMap::new(),
             frame_fn,
             fn_name: vec![None; fn_frame.len()],
@@ -426,8 +454,13 @@ impl<'a> Builder<'a> {
         };
         let i = self.nodes.len();
         self.nodes
-            .push(CallNode::new(label, name, pid, Some(parent)));
-        self.nodes[parent].children.push(i);
+            .push(CallNode::new(label, name, pid, parent as u32));
+        self.last_child.push(NONE);
+        match self.last_child[parent] {
+            NONE => self.nodes[parent].first_child = i as u32,
+            last => self.nodes[last as usize].next_sibling = i as u32,
+        }
+        self.last_child[parent] = i as u32;
         self.index.insert((parent, key), i);
         i
     }
@@ -568,7 +601,7 @@ impl<'a> Builder<'a> {
             } else {
                 node.off_cpu_intervals += 1;
             }
-            cur = node.parent;
+            cur = node.parent();
         }
         let leaf = &mut self.nodes[at];
         leaf.self_wall_ns += s.weight_ns;
@@ -599,7 +632,7 @@ impl<'a> Builder<'a> {
             let node = &mut self.nodes[n];
             node.crit_ns += ns;
             node.crit_waits_ns.add(cat, ns);
-            cur = node.parent;
+            cur = node.parent();
         }
     }
 

@@ -225,10 +225,8 @@ type Waits = [u64; WaitCategory::ALL.len()];
 impl Classes {
     fn new(p: &SampledProfile, tree: &CallTree) -> Classes {
         let process_waits: HashMap<i32, Waits> = tree
-            .root()
-            .children
-            .iter()
-            .map(|&c| (tree.nodes[c].pid, tree.nodes[c].crit_waits_ns.dense()))
+            .children(0)
+            .map(|c| (tree.nodes[c].pid, tree.nodes[c].crit_waits_ns.dense()))
             .collect();
         let mut child_class = HashMap::new();
         let mut thread_class = HashMap::new();
@@ -425,7 +423,7 @@ fn analyse_own(p: &SampledProfile, profiler_ns: u64) -> Analysis {
     // Session class: per process, with its own child resolution, from the
     // critical-path time (waits for profiled work are that work's time).
     let mut per_class = [0u64; Classification::ALL.len()];
-    for &c in &tree.root().children {
+    for c in tree.children(0) {
         let n = &tree.nodes[c];
         for (acc, t) in per_class
             .iter_mut()

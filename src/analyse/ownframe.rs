@@ -71,7 +71,7 @@ fn is_python_stdlib(f: &Frame) -> bool {
 
 /// The nearest caller of `node` (a function node) that is the user's own code, if any.
 pub fn own_caller(p: &SampledProfile, tree: &CallTree, node: usize) -> Option<u32> {
-    let mut cur = tree.nodes.get(node)?.parent;
+    let mut cur = tree.nodes.get(node)?.parent();
     while let Some(i) = cur {
         let NodeLabel::Function { frame } = tree.nodes[i].label else {
             return None;
@@ -80,7 +80,7 @@ pub fn own_caller(p: &SampledProfile, tree: &CallTree, node: usize) -> Option<u3
         if !is_system(f) && !is_plumbing(&f.function) {
             return Some(frame);
         }
-        cur = tree.nodes[i].parent;
+        cur = tree.nodes[i].parent();
     }
     None
 }

@@ -104,7 +104,7 @@ fn own_time_by_function(p: &SampledProfile, tree: &CallTree, root: usize) -> Vec
             *by.entry(p.frames[owner as usize].function.as_str())
                 .or_default() += n.self_crit_ns;
         }
-        stack.extend(n.children.iter().copied());
+        stack.extend(tree.children(i));
     }
     by.into_iter()
         .filter(|(_, t)| *t > 0)

@@ -64,7 +64,7 @@ pub(crate) fn fill(
         let mut cur = Some(leaf);
         while let Some(n) = cur {
             f(per_node.entry((n, row)).or_default());
-            cur = tree.nodes.get(n).and_then(|x| x.parent);
+            cur = tree.nodes.get(n).and_then(|x| x.parent());
         }
     };
     let crits = tree.resource_crit_ns.iter().copied();
@@ -189,12 +189,12 @@ impl Ctx<'_> {
     }
 
     fn has_ancestor_in(&self, n: usize, set: &[usize]) -> bool {
-        let mut cur = self.tree.nodes.get(n).and_then(|x| x.parent);
+        let mut cur = self.tree.nodes.get(n).and_then(|x| x.parent());
         while let Some(a) = cur {
             if set.contains(&a) {
                 return true;
             }
-            cur = self.tree.nodes.get(a).and_then(|x| x.parent);
+            cur = self.tree.nodes.get(a).and_then(|x| x.parent());
         }
         false
     }

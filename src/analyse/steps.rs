@@ -192,12 +192,12 @@ impl<'a> StepBuilder<'a> {
 
     /// The top-level steps (see the module doc for which level that is).
     pub fn build(&mut self) -> Vec<Step> {
-        let mut top: Vec<usize> = self.tree.root().children.clone();
+        let mut top: Vec<usize> = self.tree.children(0).collect();
         // One process: its threads (when several) or its entry functions are the top
         // level. (A process node only has thread children when it has several threads.)
         let mut own = None;
         if let [only] = top[..] {
-            top = self.node(only).children.clone();
+            top = self.tree.children(only).collect();
             own = Some(only);
         }
         let mut steps = self.children_of(&top, "", 1);
@@ -217,8 +217,8 @@ impl<'a> StepBuilder<'a> {
         let tree = self.tree;
         let n = &tree.nodes[node];
         let waits = tree.self_crit_waits(node);
-        let below_wall: u64 = n.children.iter().map(|&c| tree.nodes[c].wall_ns).sum();
-        let below_cpu: u64 = n.children.iter().map(|&c| tree.nodes[c].cpu_ns).sum();
+        let below_wall: u64 = tree.children(node).map(|c| tree.nodes[c].wall_ns).sum();
+        let below_cpu: u64 = tree.children(node).map(|c| tree.nodes[c].cpu_ns).sum();
         self.refs.push(StepRef {
             id: id.clone(),
             nodes: vec![node],
@@ -286,8 +286,7 @@ impl<'a> StepBuilder<'a> {
         let mut at = top;
         if !self.node(top).is_synthetic() {
             loop {
-                let n = self.node(at);
-                let heavy = n.children.iter().copied().find(|&c| {
+                let heavy = self.tree.children(at).find(|&c| {
                     let cn = self.node(c);
                     !cn.is_synthetic()
                         && cn.crit_ns > 0
@@ -305,7 +304,7 @@ impl<'a> StepBuilder<'a> {
         let mut candidates: Vec<usize> = Vec::new();
         for (k, &n) in chain.iter().enumerate() {
             let next = chain.get(k + 1).copied();
-            candidates.extend(self.node(n).children.iter().filter(|&&c| Some(c) != next));
+            candidates.extend(self.tree.children(n).filter(|&c| Some(c) != next));
         }
         let self_ns: u64 = chain.iter().map(|&n| self.node(n).self_crit_ns).sum();
         let n = self.node(top);
