@@ -46,23 +46,11 @@ for c in $CONFIGS; do
     -F sample 2>/dev/null | awk '/^ *[0-9]+ /{s+=$1} END{print s+0}' >"$W/perf.$c.samples"
 done
 
-# t OUTFILE CMD...: append "wall_s max_rss_kb" of CMD to OUTFILE.
-t() {
-  local out=$1; shift
-  /usr/bin/time -f "%e %M" -o "$W/.t" "$@" >/dev/null 2>&1 || { echo "failed: $*" >&2; exit 1; }
-  cat "$W/.t" >>"$out"
-}
-
+source bench/report_rounds.sh
 for ((r = 0; r <= ROUNDS; r++)); do   # round 0: warm-up (page cache), discarded
   suffix=$([ "$r" = 0 ] && echo warm || echo runs)
   for c in $CONFIGS; do
-    rm -rf "$W/out.$c"
-    t "$W/pm.$c.$suffix" "$PM" report -q "$W/pm.$c/profile.pmr" --out "$W/out.$c"
-    t "$W/perf.$c.$suffix" "$PERF" report -i "$W/perf.$c.data" --stdio
-    if [ -n "${PM_PREV:-}" ]; then
-      rm -rf "$W/prev.$c"
-      t "$W/prev.$c.$suffix" "$PM_PREV" report -q "$W/pm.$c/profile.pmr" --out "$W/prev.$c"
-    fi
+    time_reports "$c" "$suffix" "$W/pm.$c/profile.pmr" "$W/perf.$c.data"
   done
 done
 

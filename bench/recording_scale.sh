@@ -83,26 +83,14 @@ for n in $SIZES; do
   fi
 done
 
-# t OUTFILE CMD...: append "wall_s max_rss_kb" of CMD to OUTFILE.
-t() {
-  local out=$1; shift
-  /usr/bin/time -f "%e %M" -o "$W/.t" "$@" >/dev/null 2>&1 || { echo "failed: $*" >&2; exit 1; }
-  cat "$W/.t" >>"$out"
-}
-
+source bench/report_rounds.sh
 for ((r = 0; r <= ROUNDS; r++)); do   # round 0: warm-up (page cache), discarded
   for n in $SIZES; do
     suffix=$([ "$r" = 0 ] && echo warm || echo runs)
-    rm -rf "$W/out.$n"
-    t "$W/pm.$n.$suffix" "$PM" report -q "$W/pm.$n.pmr" --out "$W/out.$n"
-    t "$W/perf.$n.$suffix" "$PERF" report -i "$W/perf.$n.data" --stdio
+    time_reports "$n" "$suffix" "$W/pm.$n.pmr" "$W/perf.$n.data"
     if [ -n "${PM_OLD:-}" ] && [ -f "$W/v1.$n/profile.json.gz" ]; then
       rm -rf "$W/old.$n"
       t "$W/old.$n.$suffix" "$PM_OLD" report -q "$W/v1.$n/profile.json.gz" --out "$W/old.$n"
-    fi
-    if [ -n "${PM_PREV:-}" ]; then
-      rm -rf "$W/prev.$n"
-      t "$W/prev.$n.$suffix" "$PM_PREV" report -q "$W/pm.$n.pmr" --out "$W/prev.$n"
     fi
   done
 done
