@@ -54,20 +54,17 @@ for ((r = 0; r <= ROUNDS; r++)); do   # round 0: warm-up (page cache), discarded
   done
 done
 
-python3 - "$W" "$CONFIGS" <<'EOF'
-import json, os, statistics, sys
+PYTHONPATH=bench python3 - "$W" "$CONFIGS" <<'EOF'
+import json, os, sys
+from report_rounds import has_prev, med, print_head, print_row, time_mb
 w, configs = sys.argv[1], sys.argv[2].split()
-def med(path, col):
-    rows = [l.split() for l in open(path) if l.strip()]
-    return statistics.median(float(r[col]) for r in rows)
-prev = all(os.path.exists(f"{w}/prev.{c}.runs") for c in configs)
+prev = has_prev(w, configs)
 head = ["threads:rounds", "samples (profmap / perf)", "profmap lost", "distinct stacks",
         "profmap report s", "perf report s", "profmap peak MB",
         "perf peak MB", "profile.pmr MB", "perf.data MB"]
 if prev:
     head.append("previous profmap s / MB")
-print("| " + " | ".join(head) + " |")
-print("|" + "---|" * len(head))
+print_head(head)
 for c in configs:
     m = json.load(open(f"{w}/out.{c}/performance_map.json"))["profile_result"]
     q = m["measurement_quality"]
@@ -79,7 +76,6 @@ for c in configs:
            f"{os.path.getsize(f'{w}/pm.{c}/profile.pmr') / 1e6:.1f}",
            f"{os.path.getsize(f'{w}/perf.{c}.data') / 1e6:.1f}"]
     if prev:
-        p = f"{w}/prev.{c}.runs"
-        row.append(f"{med(p, 0):.2f} / {med(p, 1) / 1024:.0f}")
-    print("| " + " | ".join(row) + " |")
+        row.append(time_mb(f"{w}/prev.{c}.runs"))
+    print_row(row)
 EOF

@@ -95,22 +95,19 @@ for ((r = 0; r <= ROUNDS; r++)); do   # round 0: warm-up (page cache), discarded
   done
 done
 
-python3 - "$W" "$SIZES" <<'EOF'
-import json, os, statistics, sys
+PYTHONPATH=bench python3 - "$W" "$SIZES" <<'EOF'
+import json, os, sys
+from report_rounds import has_prev, med, print_head, print_row, time_mb
 w, sizes = sys.argv[1], sys.argv[2].split()
-def med(path, col):
-    rows = [l.split() for l in open(path) if l.strip()]
-    return statistics.median(float(r[col]) for r in rows)
 old = any(os.path.exists(f"{w}/old.{n}.runs") for n in sizes)
-prev = all(os.path.exists(f"{w}/prev.{n}.runs") for n in sizes)
+prev = has_prev(w, sizes)
 head = ["samples (profmap / perf)", "profmap report s", "perf report s", "time ratio",
         "profmap peak MB", "perf peak MB", "memory ratio", "profile.pmr MB", "perf.data MB"]
 if old:
     head.append("old profmap on JSON v1 s / MB")
 if prev:
     head.append("previous profmap s / MB")
-print("| " + " | ".join(head) + " |")
-print("|" + "---|" * len(head))
+print_head(head)
 for n in sizes:
     info = json.load(open(f"{w}/pm.{n}.info"))
     ps = open(f"{w}/perf.{n}.samples").read().strip()
@@ -121,11 +118,10 @@ for n in sizes:
            f"{info['bytes'] / 1e6:.1f}", f"{os.path.getsize(f'{w}/perf.{n}.data') / 1e6:.1f}"]
     if old:
         p = f"{w}/old.{n}.runs"
-        row.append(f"{med(p, 0):.2f} / {med(p, 1) / 1024:.0f}" if os.path.exists(p) else "–")
+        row.append(time_mb(p) if os.path.exists(p) else "–")
     if prev:
-        p = f"{w}/prev.{n}.runs"
-        row.append(f"{med(p, 0):.2f} / {med(p, 1) / 1024:.0f}")
-    print("| " + " | ".join(row) + " |")
+        row.append(time_mb(f"{w}/prev.{n}.runs"))
+    print_row(row)
 EOF
 echo
 echo "$WORKLOAD; $(date -u +%Y-%m-%d), $(nproc) CPUs, $(uname -r), $("$PERF" --version), median of $ROUNDS interleaved rounds"
