@@ -140,17 +140,18 @@ fn push_stack(
     names: &mut [Option<String>],
 ) {
     let ids = stack.map(|l| p.stack_frame_ids(l)).unwrap_or_default();
-    let start = buf.len();
+    let mut first = true;
     for &f in &ids {
         let Some((slot, frame)) = names.get_mut(f as usize).zip(p.frames.get(f as usize)) else {
             continue;
         };
-        if buf.len() > start {
+        if !first {
             buf.push(';');
         }
+        first = false;
         buf.push_str(slot.get_or_insert_with(|| frame_name(&frame.function, frame.kind)));
     }
-    if buf.len() == start {
+    if first {
         buf.push_str("[no stack]");
     }
     if !matches!(kind, SampleKind::OnCpu) {
@@ -179,5 +180,67 @@ impl super::Exporter for Folded {
     ) -> Result<(), crate::error::Error> {
         out.write_all(folded(&input.profile, false).as_bytes())
             .map_err(|e| super::write_error(self.format(), e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Frame, ProcessInfo, StackNode, ThreadInfo, ThreadSample};
+
+    fn frame(function: &str) -> Frame {
+        Frame {
+            function: function.into(),
+            module: Some("app".into()),
+            file: None,
+            line: None,
+            kind: FrameKind::User,
+            inlined: false,
+        }
+    }
+
+    /// Every frame has its place in a line, an unnamed one too (a recording may hold
+    /// one): `;` between each two, as many as the stack has frames less one.
+    #[test]
+    fn an_unnamed_frame_keeps_its_place_in_the_line() {
+        let mut p = SampledProfile {
+            frames: vec![frame(""), frame("b")],
+            stacks: vec![
+                StackNode {
+                    parent: None,
+                    frame: 0,
+                },
+                StackNode {
+                    parent: Some(0),
+                    frame: 1,
+                },
+            ],
+            ..SampledProfile::default()
+        };
+        p.processes.push(ProcessInfo {
+            pid: 7,
+            ppid: None,
+            name: "app".into(),
+            exe: None,
+        });
+        p.threads.push(ThreadInfo {
+            pid: 7,
+            tid: 7,
+            name: "app".into(),
+        });
+        for leaf in [Some(1), Some(0), None] {
+            p.samples.push(ThreadSample {
+                pid: 7,
+                tid: 7,
+                time_ns: 0,
+                stack: crate::profile::Leaf::new(leaf),
+                weight_ns: 1_000_000,
+                kind: SampleKind::OnCpu,
+            });
+        }
+        assert_eq!(
+            folded(&p, false),
+            "app (7);app (7); 1000\napp (7);app (7);;b 1000\napp (7);app (7);[no stack] 1000\n"
+        );
     }
 }
