@@ -186,58 +186,21 @@ impl super::Exporter for Folded {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{Frame, ProcessInfo, StackNode, ThreadInfo, ThreadSample};
-
-    fn frame(function: &str) -> Frame {
-        Frame {
-            function: function.into(),
-            module: Some("app".into()),
-            file: None,
-            line: None,
-            kind: FrameKind::User,
-            inlined: false,
-        }
-    }
+    use crate::profile::{Leaf, ThreadSample};
 
     /// Every frame has its place in a line, an unnamed one too (a recording may hold
     /// one): `;` between each two, as many as the stack has frames less one.
     #[test]
     fn an_unnamed_frame_keeps_its_place_in_the_line() {
-        let mut p = SampledProfile {
-            frames: vec![frame(""), frame("b")],
-            stacks: vec![
-                StackNode {
-                    parent: None,
-                    frame: 0,
-                },
-                StackNode {
-                    parent: Some(0),
-                    frame: 1,
-                },
-            ],
-            ..SampledProfile::default()
-        };
-        p.processes.push(ProcessInfo {
-            pid: 7,
-            ppid: None,
-            name: "app".into(),
-            exe: None,
-        });
-        p.threads.push(ThreadInfo {
+        let samples = [Some(1), Some(0), None].map(|leaf| ThreadSample {
             pid: 7,
             tid: 7,
-            name: "app".into(),
+            time_ns: 0,
+            stack: Leaf::new(leaf),
+            weight_ns: 1_000_000,
+            kind: SampleKind::OnCpu,
         });
-        for leaf in [Some(1), Some(0), None] {
-            p.samples.push(ThreadSample {
-                pid: 7,
-                tid: 7,
-                time_ns: 0,
-                stack: crate::profile::Leaf::new(leaf),
-                weight_ns: 1_000_000,
-                kind: SampleKind::OnCpu,
-            });
-        }
+        let p = crate::export::test_profile::one_thread(&["", "b"], samples.to_vec());
         assert_eq!(
             folded(&p, false),
             "app (7);app (7); 1000\napp (7);app (7);;b 1000\napp (7);app (7);[no stack] 1000\n"

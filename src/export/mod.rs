@@ -14,6 +14,8 @@ pub mod flamegraph;
 pub mod folded;
 pub mod pprof;
 pub mod speedscope;
+#[cfg(test)]
+mod test_profile;
 
 use std::io::Write;
 

@@ -6,10 +6,7 @@ use std::borrow::Cow;
 use super::build;
 use crate::analyse::WaitCategory;
 use crate::export::Input;
-use crate::profile::{
-    Frame, FrameKind, ProcessInfo, Recording, SampleKind, SampledProfile, SessionMeta, StackNode,
-    ThreadInfo, ThreadSample, WaitState,
-};
+use crate::profile::{Recording, SampleKind, SampledProfile, SessionMeta, ThreadSample, WaitState};
 
 fn recording() -> Recording {
     Recording::new(SessionMeta {
@@ -42,41 +39,7 @@ fn sample(time_ns: u64, stack: Option<u32>, weight_ns: u64, on_cpu: bool) -> Thr
 
 /// One process with one thread, frames `main` → `work`, at 1000 Hz.
 fn profile(samples: Vec<ThreadSample>) -> SampledProfile {
-    let frame = |f: &str| Frame {
-        function: f.into(),
-        module: None,
-        file: Some("/src/app.c".into()),
-        line: Some(3),
-        kind: FrameKind::User,
-        inlined: false,
-    };
-    SampledProfile {
-        frequency_hz: 1000.0,
-        processes: vec![ProcessInfo {
-            pid: 7,
-            ppid: None,
-            name: "app".into(),
-            exe: None,
-        }],
-        threads: vec![ThreadInfo {
-            pid: 7,
-            tid: 7,
-            name: "app".into(),
-        }],
-        frames: vec![frame("main"), frame("work")],
-        stacks: vec![
-            StackNode {
-                parent: None,
-                frame: 0,
-            },
-            StackNode {
-                parent: Some(0),
-                frame: 1,
-            },
-        ],
-        samples: samples.into(),
-        ..Default::default()
-    }
+    crate::export::test_profile::one_thread(&["main", "work"], samples)
 }
 
 fn export(p: SampledProfile, categories: Vec<WaitCategory>) -> serde_json::Value {
