@@ -29,6 +29,7 @@ use std::sync::Arc;
 
 use crate::profile::{FrameKind, SampleKind, SampledProfile, ThreadSample};
 
+use super::FastMap;
 use super::classify::{WaitCategory, categorize};
 use super::critical;
 use super::percat::{Dense, PerCategory};
@@ -395,7 +396,7 @@ struct Builder<'a> {
     nodes: Vec<CallNode>,
     /// Each node's last child so far ([`NONE`]: none), to append the next one.
     last_child: Vec<u32>,
-    index: HashMap<(usize, Key), usize>,
+    index: FastMap<(usize, Key), usize>,
     /// Frame index → function id (frames of one function share it).
     frame_fn: Vec<u32>,
     /// Function id → representative frame.
@@ -403,13 +404,13 @@ struct Builder<'a> {
     /// Function id → its name, once a node has it.
     fn_name: Vec<Option<Arc<str>>>,
     /// Leaf stack → (function path, root first, plumbing and kernel frames dropped).
-    paths: HashMap<u32, Vec<u32>>,
-    categories: HashMap<(Option<u32>, SampleKind), WaitCategory>,
+    paths: FastMap<u32, Vec<u32>>,
+    categories: FastMap<(Option<u32>, SampleKind), WaitCategory>,
     multi_thread: BTreeSet<i32>,
     groups: ProcessGroups,
     /// (pid, tid, leaf stack) → the deepest node of such samples: one lookup per sample
     /// once the first of them has made the nodes.
-    sample_node: HashMap<(i32, i32, Option<u32>), usize>,
+    sample_node: FastMap<(i32, i32, Option<u32>), usize>,
 }
 
 impl<'a> Builder<'a> {
@@ -419,15 +420,15 @@ impl<'a> Builder<'a> {
             p,
             nodes: vec![CallNode::new(NodeLabel::Session, Arc::from(""), 0, NONE)],
             last_child: vec![NONE],
-            index: HashMap::new(),
+            index: FastMap::default(),
             frame_fn,
             fn_name: vec![None; fn_frame.len()],
             fn_frame,
-            paths: HashMap::new(),
-            categories: HashMap::new(),
+            paths: FastMap::default(),
+            categories: FastMap::default(),
             multi_thread: multi_threaded(p),
             groups: ProcessGroups::of(p),
-            sample_node: HashMap::new(),
+            sample_node: FastMap::default(),
         }
     }
 

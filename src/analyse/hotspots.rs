@@ -20,12 +20,13 @@
 //! critical path ranks). `on_cpu` is true when at least half of the self time was
 //! on-CPU.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
 use crate::profile::{FrameKind, SampleKind, SampledProfile};
 
+use super::FastMap;
 use super::calltree::{CallTree, CriticalModel, function_ids};
 use super::critical::followed_waker;
 use super::steps::{ms, pct};
@@ -75,7 +76,7 @@ struct StackFns {
 /// The top [`MAX_HOTSPOTS`] functions by self time.
 pub fn hotspots(p: &SampledProfile, tree: &CallTree) -> Vec<Hotspot> {
     let (frame_fn, rep) = function_ids(p);
-    let mut cache: HashMap<u32, StackFns> = HashMap::new();
+    let mut cache: FastMap<u32, StackFns> = FastMap::default();
     let mut acc: Vec<Acc> = (0..rep.len()).map(|_| Acc::default()).collect();
     for (i, s) in p.samples.iter().enumerate() {
         let Some(leaf) = s.stack.get() else { continue };
