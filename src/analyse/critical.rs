@@ -59,8 +59,9 @@
 
 use std::collections::HashMap;
 
-use crate::profile::{FrameKind, SampleKind, SampledProfile};
+use crate::profile::{FrameKind, SampleKind, SampledProfile, Samples};
 
+use super::FastMap;
 use super::classify::WaitCategory;
 
 /// A burst of running that no sample covered is given to the switch-out that ends it
@@ -102,19 +103,17 @@ pub struct CriticalPath {
     pub followed_ns: u64,
 }
 
-/// One off-CPU interval of a thread's line: 32 bytes (there is one per off-CPU
-/// sample, often most of a busy program's samples).
+/// One off-CPU interval of a thread's line: 8 bytes, a handle on its sample and on its
+/// row of the wakers table (there is one per off-CPU sample, often most of a busy
+/// program's samples: its times and its wake-up are read from the profile, not copied
+/// beside it — 32 bytes when they were).
 #[derive(Debug, Clone, Copy)]
 struct Off {
-    start: u64,
-    end: u64,
-    /// The wake-up's time, when `WOKEN`.
-    woken_at: u64,
     /// The sample's index in the low [`Off::INDEX_BITS`] bits, `WOKEN`, `LOCK` and
     /// `PREEMPTED` above them.
     sample_flags: u32,
-    /// The waker's tid, when `WOKEN`.
-    waker_tid: i32,
+    /// The wake-up's row in the profile's wakers table, when `WOKEN`.
+    waker_row: u32,
 }
 
 impl Off {
@@ -128,9 +127,23 @@ impl Off {
     /// Preempted: runnable, waiting for a CPU.
     const PREEMPTED: u32 = 4 << Off::INDEX_BITS;
 
+    /// When the interval began: its sample's time.
+    fn start(&self, s: &Samples) -> u64 {
+        s[self.sample()].time_ns
+    }
+
+    /// When the interval ended.
+    fn end(&self, s: &Samples) -> u64 {
+        let x = &s[self.sample()];
+        x.time_ns.saturating_add(x.weight_ns)
+    }
+
     /// Waker tid and the wake-up time.
-    fn waker(&self) -> Option<(i32, u64)> {
-        (self.sample_flags & Off::WOKEN != 0).then_some((self.waker_tid, self.woken_at))
+    fn waker(&self, s: &Samples) -> Option<(i32, u64)> {
+        if self.sample_flags & Off::WOKEN == 0 {
+            return None;
+        }
+        s.waker_at(self.waker_row).map(|w| (w.tid, w.time_ns))
     }
 
     fn lock(&self) -> bool {
@@ -222,15 +235,20 @@ pub fn is_interrupt_wake(p: &SampledProfile, stack: Option<u32>) -> bool {
 /// wait is one a thread ends: not a self-wake, not a wait ended by hardware (a sleep's
 /// timer, a disk, a page fault: whoever was on the CPU), not from an interrupt.
 pub fn followed_waker(p: &SampledProfile, i: usize, category: WaitCategory) -> Option<(i32, u64)> {
+    let w = p.samples.waker_at(followed_row(p, i, category)?)?;
+    Some((w.tid, w.time_ns))
+}
+
+/// The row of the wakers table of [`followed_waker`]'s wake-up.
+fn followed_row(p: &SampledProfile, i: usize, category: WaitCategory) -> Option<u32> {
     let s = p.samples.get(i)?;
     let hardware = matches!(
         category,
         WaitCategory::Sleep | WaitCategory::File | WaitCategory::PageFault
     );
-    p.samples
-        .waker(i)
-        .filter(|w| w.tid != s.tid && !hardware && !is_interrupt_wake(p, w.stack))
-        .map(|w| (w.tid, w.time_ns))
+    let row = p.samples.waker_row(i)?;
+    let w = p.samples.waker_at(row)?;
+    (w.tid != s.tid && !hardware && !is_interrupt_wake(p, w.stack)).then_some(row)
 }
 
 /// The critical path, or `None` when the recording has no wake-up records (nothing is
@@ -284,21 +302,22 @@ pub fn critical_path(
         .collect();
     unsampled.sort_by_key(|u| (u.pid, u.tid, u.via_lock));
     cp.unsampled = unsampled;
+    let s = &p.samples;
     cp.followed_ns = lines
         .values()
         .flat_map(|l| &l.off)
-        .filter(|o| o.waker().is_some())
-        .map(|o| o.end - o.start)
+        .filter(|o| o.waker(s).is_some())
+        .map(|o| o.end(s) - o.start(s))
         .sum();
     Some(cp)
 }
 
 /// Each thread's line, from its samples.
-fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> HashMap<i32, Line> {
+fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> FastMap<i32, Line> {
     // Each line's lists at their exact size: grown by doubling, they held up to twice
     // what they needed.
-    let mut lines: HashMap<i32, Line> = HashMap::new();
-    let mut sizes: HashMap<i32, (usize, usize)> = HashMap::new();
+    let mut lines: FastMap<i32, Line> = FastMap::default();
+    let mut sizes: FastMap<i32, (usize, usize)> = FastMap::default();
     for s in p.samples.iter() {
         let n = sizes.entry(s.tid).or_default();
         match s.kind {
@@ -332,7 +351,10 @@ fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> Ha
             SampleKind::OnCpu => line.on.push(i as u32),
             SampleKind::OffCpu { .. } => {
                 let cat = category(i);
-                let waker = followed_waker(p, i, cat);
+                let row = followed_row(p, i, cat);
+                let waker = row
+                    .and_then(|r| p.samples.waker_at(r))
+                    .map(|w| (w.tid, w.time_ns));
                 let lock = cat == WaitCategory::Lock;
                 if let Some((w, t)) = waker {
                     let e = wakes.entry(w).or_insert((t, t));
@@ -343,15 +365,12 @@ fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> Ha
                 }
                 let flag = |on: bool, f: u32| if on { f } else { 0 };
                 line.off.push(Off {
-                    start,
-                    end,
-                    woken_at: waker.map_or(0, |w| w.1),
                     // Below `Off::WOKEN`: `critical_path` refuses larger profiles.
                     sample_flags: i as u32
                         | flag(waker.is_some(), Off::WOKEN)
                         | flag(lock, Off::LOCK)
                         | flag(cat == WaitCategory::Runqueue, Off::PREEMPTED),
-                    waker_tid: waker.map_or(0, |w| w.0),
+                    waker_row: row.unwrap_or(0),
                 });
             }
         }
@@ -377,7 +396,7 @@ fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> Ha
     }
     for l in lines.values_mut() {
         l.on.sort_unstable_by_key(|&i| p.samples[i as usize].time_ns);
-        l.off.sort_unstable_by_key(|o| o.start);
+        l.off.sort_unstable_by_key(|o| o.start(&p.samples));
     }
     lines
 }
@@ -394,7 +413,7 @@ fn overlap(spans: &[(u64, u64)], a: u64, b: u64) -> u64 {
 
 struct Walk<'a, 'c> {
     p: &'a SampledProfile,
-    lines: &'a HashMap<i32, Line>,
+    lines: &'a FastMap<i32, Line>,
     charge: &'c mut dyn FnMut(Credit),
     /// The last charge, not yet handed out: the next one may add to it.
     pending: Option<Credit>,
@@ -501,7 +520,7 @@ impl Walk<'_, '_> {
             lo,
             hi,
             t: lo,
-            next: line.off.partition_point(|o| o.end <= lo),
+            next: line.off.partition_point(|o| o.end(&self.p.samples) <= lo),
         })
     }
 
@@ -513,19 +532,21 @@ impl Walk<'_, '_> {
             return;
         };
         let (tid, via_lock, hi) = (f.item.tid, f.item.via_lock, f.hi);
+        let s = &self.p.samples;
         while let Some(o) = line.off.get(f.next) {
-            if o.start >= hi {
+            let (o_start, o_end) = (o.start(s), o.end(s));
+            if o_start >= hi {
                 break;
             }
             f.next += 1;
-            let start = o.start.max(f.lo);
+            let start = o_start.max(f.lo);
             if start > f.t {
-                let ends_here = (o.start == start).then_some(o.sample());
+                let ends_here = (o_start == start).then_some(o.sample());
                 self.running(line, tid, (f.t, start), ends_here, via_lock);
             }
             // Intervals of one thread may overlap a little (records of one switch seen
             // twice): never charge a moment twice.
-            let (a, b) = (start.max(f.t), o.end.min(hi));
+            let (a, b) = (start.max(f.t), o_end.min(hi));
             f.t = f.t.max(b);
             if b > a
                 && let Some((w, lo, hi)) = self.wait(line, tid, o, (a, b), via_lock)
@@ -538,11 +559,11 @@ impl Walk<'_, '_> {
         }
         if hi > f.t {
             // The burst goes on past `hi`: it ends at the thread's next switch-out.
-            let next = line.off.partition_point(|o| o.start < hi);
+            let next = line.off.partition_point(|o| o.start(s) < hi);
             let ends = line
                 .off
                 .get(next)
-                .filter(|o| o.start - hi <= BURST_MAX_NS)
+                .filter(|o| o.start(s) - hi <= BURST_MAX_NS)
                 .map(Off::sample);
             self.running(line, tid, (f.t, hi), ends, via_lock);
         }
@@ -558,7 +579,7 @@ impl Walk<'_, '_> {
         (a, b): (u64, u64),
         via_lock: bool,
     ) -> Option<(i32, u64, u64)> {
-        if let Some((w, wt)) = o.waker()
+        if let Some((w, wt)) = o.waker(&self.p.samples)
             && w != tid
             && self.lines.contains_key(&w)
         {
@@ -692,12 +713,13 @@ impl Walk<'_, '_> {
     /// earliest such wait), if it did.
     fn waits_for(&self, c: i32, tid: i32, lo: u64, hi: u64) -> Option<u64> {
         let l = self.lines.get(&c)?;
-        let from = l.off.partition_point(|o| o.end <= lo);
+        let s = &self.p.samples;
+        let from = l.off.partition_point(|o| o.end(s) <= lo);
         l.off[from..]
             .iter()
-            .take_while(|o| o.start < hi)
-            .find(|o| o.waker().is_some_and(|(w, _)| w == tid))
-            .map(|o| o.start.max(lo))
+            .take_while(|o| o.start(s) < hi)
+            .find(|o| o.waker(s).is_some_and(|(w, _)| w == tid))
+            .map(|o| o.start(s).max(lo))
     }
 
     /// Who was running before thread `tid` of process `pid` existed: the process's main
@@ -869,9 +891,9 @@ mod tests {
     }
 
     #[test]
-    fn an_off_cpu_interval_is_32_bytes() {
+    fn an_off_cpu_interval_is_8_bytes() {
         // One per off-CPU sample while the walk runs: a field added shows here.
-        assert_eq!(std::mem::size_of::<Off>(), 32);
+        assert_eq!(std::mem::size_of::<Off>(), 8);
     }
 
     #[test]

@@ -136,8 +136,21 @@ impl Samples {
 
     /// The wake-up that ended sample `i`, when one was recorded.
     pub fn waker(&self, i: usize) -> Option<Waker> {
+        self.waker_at(self.waker_row(i)?)
+    }
+
+    /// The row of the wakers table that holds sample `i`'s wake-up, when one was
+    /// recorded: a 4-byte handle for [`Samples::waker_at`], for tables that would
+    /// otherwise copy the waker beside each sample.
+    pub fn waker_row(&self, i: usize) -> Option<u32> {
         let k = self.wakers.binary_search_by_key(&i, Wake::index).ok()?;
-        Some(self.wakers[k].waker())
+        // Below the sample count, which fits a u32 (see `push_woken`).
+        Some(k as u32)
+    }
+
+    /// The wake-up of a row [`Samples::waker_row`] gave; `None` past the table's end.
+    pub fn waker_at(&self, row: u32) -> Option<Waker> {
+        self.wakers.get(row as usize).map(Wake::waker)
     }
 
     /// Set or clear the wake-up that ended sample `i` (nothing when there is no such
