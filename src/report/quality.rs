@@ -392,10 +392,15 @@ pub fn assess(rec: &Recording, b: Option<&BaselineSummary>) -> Quality {
 pub const MEASURED_OFF_CPU_PCT: f64 = 90.0;
 
 /// Whether the profile's time is mostly off-CPU intervals taken from the kernel's switch
-/// records: measured exactly (start, end, stack), not sampled, so a one-second wait in
-/// `accept` is one interval and still a verdict.
+/// records: their start and end are measured, not sampled, so a one-second wait in
+/// `accept` is one interval and still a verdict. That holds for every switch source —
+/// the `sched_switch` tracepoint, the context-switches event, and the context-switch
+/// records of a user-space-only run, where only the place waited on is read from /proc.
 fn measured_off_cpu(s: &SampledProfile) -> bool {
-    if !s.sampler.contains("sched_switch") || s.quality.off_cpu_intervals == 0 {
+    let from_switches = ["sched_switch", "context-switch"]
+        .iter()
+        .any(|src| s.sampler.contains(src));
+    if !from_switches || s.quality.off_cpu_intervals == 0 {
         return false;
     }
     let (mut off, mut all) = (0u64, 0u64);

@@ -285,7 +285,13 @@ fn a_few_exact_off_cpu_intervals_holding_the_time_support_a_verdict() {
     p.quality.off_cpu_intervals = 1;
     let q = assess_rec(&recording(&[1000.0; 3], Some(p.clone())));
     assert_eq!(q.verdict_withheld(), None);
-    // The same from /proc looks (user-only scope) is sampled: withheld.
+    // A user-space-only run's context-switch records time the wait as exactly.
+    p.sampler = "perf_event cpu-clock + context-switch records, user space only; \
+                 blocked threads read from /proc"
+        .into();
+    let q = assess_rec(&recording(&[1000.0; 3], Some(p.clone())));
+    assert_eq!(q.verdict_withheld(), None);
+    // A sampler with no switch records has no measured intervals: withheld.
     p.sampler = "perf_event cpu-clock, user space only".into();
     let q = assess_rec(&recording(&[1000.0; 3], Some(p)));
     assert!(q.verdict_withheld().is_some());
