@@ -63,7 +63,12 @@ fn main() {
     } else {
         let mut w = pmr::Writer::new(out, &head).unwrap_or_else(|e| fail(&e.to_string()));
         for k in 0..copies {
-            w.samples(&shifted(k))
+            // Each copy's waits are the original's, indexed into the copy.
+            let block = shifted(k);
+            let kept = s
+                .waits
+                .partition_point(|x| (x.sample as usize) < block.len());
+            w.samples(&block, &s.waits[..kept])
                 .unwrap_or_else(|e| fail(&e.to_string()));
         }
         w.finish()

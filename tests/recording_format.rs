@@ -16,7 +16,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use common::{profmap, read_json, valid_map};
-use profmap::profile::{Recording, SampleKind, Samples, pmr, read_recording};
+use profmap::profile::{Recording, SampleKind, Samples, WaitOn, pmr, read_recording};
 
 fn v1_fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/recordings/v1/three_funcs.json.gz")
@@ -147,7 +147,15 @@ fn a_recording_cut_off_mid_write_reports_what_it_holds_with_a_warning() {
     let mut ends = Vec::new();
     for from in (0..samples.len()).step_by(per) {
         let block: Samples = samples.iter_woken().skip(from).take(per).collect();
-        w.samples(&block).expect("block");
+        // The block's waits, indexed into the block.
+        let waits: Vec<_> = (rec.sampled.as_ref().expect("deep").waits.iter())
+            .filter(|x| (from..from + per).contains(&(x.sample as usize)))
+            .map(|x| WaitOn {
+                sample: x.sample - from as u32,
+                ..*x
+            })
+            .collect();
+        w.samples(&block, &waits).expect("block");
         ends.push(file_len(&w));
     }
     w.finish().expect("finish");

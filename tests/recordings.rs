@@ -256,6 +256,14 @@ fn write_damaged(dir: &Path, damages: &[Damage]) -> PathBuf {
     for d in damages {
         apply(&mut rec, d);
     }
+    // A wait out of order or past the samples has no block to travel beside in a
+    // version-2 file (its writer refuses it); version 1 held waits in its tables.
+    if damages.iter().any(|d| matches!(d, Damage::Wait(..))) {
+        let path = dir.join("profile.json.gz");
+        let json = serde_json::to_vec(&rec).expect("json");
+        std::fs::write(&path, gzip(&json)).expect("write");
+        return path;
+    }
     let path = dir.join("profile.pmr");
     write_recording(&rec, &path).expect("write");
     path

@@ -8,6 +8,8 @@
 //!          · CRC-32 of the stored bytes (u32 LE) · stored bytes (raw deflate)
 //! META   the recording without its samples, as JSON (every model field, no per-field code)
 //! SMPL   one block of samples, see [`columns`]
+//! WAIT   the blocked calls of the block before it (when it has any), see [`waits`];
+//!        recordings written before 2026-12-06 hold them in META instead, and still read
 //! END.   the number of samples and blocks written: its absence means the file was cut off
 //! ```
 //!
@@ -26,6 +28,7 @@
 
 pub mod columns;
 mod reader;
+mod waits;
 mod writer;
 
 pub use reader::read;
@@ -44,6 +47,8 @@ pub const VERSION: u32 = 2;
 const TAG_META: [u8; 4] = *b"META";
 /// One block of samples.
 const TAG_SAMPLES: [u8; 4] = *b"SMPL";
+/// The waits of the block before.
+const TAG_WAITS: [u8; 4] = *b"WAIT";
 /// The end marker.
 const TAG_END: [u8; 4] = *b"END.";
 

@@ -12,7 +12,8 @@ use flate2::read::DeflateDecoder;
 
 use super::columns::{self, Reader};
 use super::{
-    CHUNK_HEADER, MAGIC, MAX_BLOCK_BYTES, MAX_META_BYTES, TAG_END, TAG_META, TAG_SAMPLES, VERSION,
+    CHUNK_HEADER, MAGIC, MAX_BLOCK_BYTES, MAX_META_BYTES, TAG_END, TAG_META, TAG_SAMPLES,
+    TAG_WAITS, VERSION, waits,
 };
 use crate::profile::validate::MAX_SAMPLES;
 use crate::profile::{Recording, Samples};
@@ -62,10 +63,15 @@ pub fn read(mut r: impl Read) -> Result<Recording, String> {
     Ok(rec)
 }
 
-/// The sample blocks after the tables, up to the end marker or the first bad chunk.
+/// The sample blocks (and their waits) after the tables, up to the end marker or the
+/// first bad chunk.
 fn read_samples(mut r: impl Read, rec: &mut Recording) -> Result<(), String> {
     let mut samples = Samples::default();
+    // Waits from WAIT chunks; older recordings hold them in META instead.
+    let mut waited = Vec::new();
     let mut blocks = 0u64;
+    // The samples of the last block read, and whether its waits were read.
+    let (mut block_start, mut block_waits) = (0u32, true);
     let mut unknown = Vec::new();
     let problem = loop {
         match next(&mut r) {
@@ -79,10 +85,26 @@ fn read_samples(mut r: impl Read, rec: &mut Recording) -> Result<(), String> {
                     break Some(format!("sample block {} is damaged ({why})", blocks + 1));
                 }
                 blocks += 1;
+                (block_start, block_waits) = (before as u32, false);
+            }
+            Next::Chunk(TAG_WAITS, chunk) => {
+                let end = samples.len() as u32;
+                let decoded = if block_waits {
+                    Err("it follows no sample block".to_string())
+                } else {
+                    waits::decode(&chunk, block_start, end, &mut waited)
+                };
+                if let Err(why) = decoded {
+                    break Some(format!(
+                        "the waits of sample block {blocks} are damaged ({why})"
+                    ));
+                }
+                block_waits = true;
             }
             Next::Chunk(TAG_END, end) => break check_end(&end, samples.len() as u64, blocks),
             Next::Chunk(TAG_META, _) => return Err("a second META chunk".into()),
-            Next::Chunk(tag, _) => unknown.push(show(tag)),
+            Next::Chunk(tag, _) if !unknown.contains(&show(tag)) => unknown.push(show(tag)),
+            Next::Chunk(..) => {}
             Next::Eof => break Some("the file ends without its end marker".into()),
             Next::Bad(why) => break Some(why),
         }
@@ -102,6 +124,12 @@ fn read_samples(mut r: impl Read, rec: &mut Recording) -> Result<(), String> {
              profmap wrote it",
             unknown.join(", ")
         ));
+    }
+    if !waited.is_empty() {
+        if !s.waits.is_empty() {
+            return Err("waits both in its tables and beside its samples".into());
+        }
+        s.waits = waited;
     }
     if let Some(p) = problem {
         s.quality

@@ -8,8 +8,8 @@ use flate2::Compression;
 use flate2::write::DeflateEncoder;
 
 use super::columns::{self, BLOCK_SAMPLES};
-use super::{MAGIC, TAG_END, TAG_META, TAG_SAMPLES, VERSION};
-use crate::profile::{Recording, Samples};
+use super::{MAGIC, TAG_END, TAG_META, TAG_SAMPLES, TAG_WAITS, VERSION, waits};
+use crate::profile::{Recording, Samples, WaitOn};
 
 /// A recording being written; [`Writer::finish`] completes it.
 #[derive(Debug)]
@@ -25,14 +25,13 @@ pub struct Writer<W: Write> {
 }
 
 impl<W: Write> Writer<W> {
-    /// Start a recording: header, then `rec`'s tables (its samples are not written:
-    /// give them to [`Writer::samples`]).
+    /// Start a recording: header, then `rec`'s tables (its samples and their waits are
+    /// not written: give them to [`Writer::samples`]).
     pub fn new(mut out: W, rec: &Recording) -> io::Result<Self> {
         out.write_all(&MAGIC)?;
         out.write_all(&VERSION.to_le_bytes())?;
         let head = Recording {
-            sampled: (rec.sampled.as_ref())
-                .map(|s| s.with_samples(Samples::default(), s.waits.clone())),
+            sampled: (rec.sampled.as_ref()).map(|s| s.with_samples(Samples::default(), Vec::new())),
             ..rec_without_sampled(rec)
         };
         let json = serde_json::to_vec(&head).map_err(io::Error::other)?;
@@ -45,10 +44,25 @@ impl<W: Write> Writer<W> {
         })
     }
 
-    /// Append samples, in blocks of at most [`BLOCK_SAMPLES`].
-    pub fn samples(&mut self, samples: &Samples) -> io::Result<()> {
+    /// Append samples, in blocks of at most [`BLOCK_SAMPLES`], each followed by the
+    /// waits of its samples. `waits` index into `samples`, ascending.
+    /// A wait out of order or past the samples is refused: it has no block to go with.
+    pub fn samples(&mut self, samples: &Samples, waits: &[WaitOn]) -> io::Result<()> {
+        let ascending = waits.windows(2).all(|p| p[0].sample < p[1].sample);
+        if !ascending
+            || waits
+                .last()
+                .is_some_and(|w| w.sample as usize >= samples.len())
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the waits table is out of order or names a sample past the samples",
+            ));
+        }
+        let mut waits = waits;
         for from in (0..samples.len()).step_by(BLOCK_SAMPLES) {
-            let block = samples.woken_range(from..samples.len().min(from + BLOCK_SAMPLES));
+            let to = samples.len().min(from + BLOCK_SAMPLES);
+            let block = samples.woken_range(from..to);
             self.bytes += chunk(
                 &mut self.out,
                 TAG_SAMPLES,
@@ -57,6 +71,15 @@ impl<W: Write> Writer<W> {
             )?;
             self.samples += block.len() as u64;
             self.blocks += 1;
+            let n = waits.partition_point(|w| (w.sample as usize) < to);
+            let (mine, rest) = waits.split_at(n);
+            waits = rest;
+            if !mine.is_empty() {
+                // Deltas only: the bytes are the same for indices into `samples` as for
+                // indices into the whole recording.
+                let raw = waits::encode(mine, from as u32);
+                self.bytes += chunk(&mut self.out, TAG_WAITS, &raw, Compression::fast())?;
+            }
         }
         Ok(())
     }
@@ -80,7 +103,7 @@ impl<W: Write> Writer<W> {
 pub fn write<W: Write>(rec: &Recording, out: W) -> io::Result<W> {
     let mut w = Writer::new(out, rec)?;
     if let Some(s) = &rec.sampled {
-        w.samples(&s.samples)?;
+        w.samples(&s.samples, &s.waits)?;
     }
     w.finish()
 }
