@@ -20,6 +20,8 @@
 # ROUNDS (3), PM_OLD=path to an older profmap (adds its time on the version-1 JSON
 # recording of the same samples, sizes up to 1M: before/after), PM_PREV=path to a previous
 # profmap that reads the same profile.pmr (adds its time and memory: before/after),
+# PREV_INFLATE=path to that version's inflate_recording (after a format change: the
+# previous profmap then reads the same samples as its own version wrote them),
 # KEEP=1 (keep the work folder), W (work folder).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -77,6 +79,9 @@ for n in $SIZES; do
   [ -s "$W/perf.$n.samples" ] || count_samples "$W/perf.$n.data" >"$W/perf.$n.samples"
   count=$(cat "$W/perf.$n.samples")
   [ -f "$W/pm.$n.pmr" ] || "$INFLATE" "$W/base/profile.pmr" "$W/pm.$n.pmr" "$count" >"$W/pm.$n.info"
+  if [ -n "${PREV_INFLATE:-}" ] && [ ! -f "$W/prevfmt.$n.pmr" ]; then
+    "$PREV_INFLATE" "$W/base/profile.pmr" "$W/prevfmt.$n.pmr" "$count" >"$W/prevfmt.$n.info"
+  fi
   if [ -n "${PM_OLD:-}" ] && [ "$n" -le 1000000 ] && [ ! -f "$W/v1.$n/profile.json.gz" ]; then
     mkdir -p "$W/v1.$n"
     "$INFLATE" "$W/base/profile.pmr" "$W/v1.$n/profile.json.gz" "$count" --v1 >/dev/null
@@ -87,7 +92,9 @@ source bench/report_rounds.sh
 for ((r = 0; r <= ROUNDS; r++)); do   # round 0: warm-up (page cache), discarded
   for n in $SIZES; do
     suffix=$([ "$r" = 0 ] && echo warm || echo runs)
-    time_reports "$n" "$suffix" "$W/pm.$n.pmr" "$W/perf.$n.data"
+    prev_pmr=$W/pm.$n.pmr
+    [ -f "$W/prevfmt.$n.pmr" ] && prev_pmr=$W/prevfmt.$n.pmr
+    time_reports "$n" "$suffix" "$W/pm.$n.pmr" "$W/perf.$n.data" "$prev_pmr"
     if [ -n "${PM_OLD:-}" ] && [ -f "$W/v1.$n/profile.json.gz" ]; then
       rm -rf "$W/old.$n"
       t "$W/old.$n.$suffix" "$PM_OLD" report -q "$W/v1.$n/profile.json.gz" --out "$W/old.$n"
@@ -105,8 +112,11 @@ head = ["samples (profmap / perf)", "profmap report s", "perf report s", "time r
         "profmap peak MB", "perf peak MB", "memory ratio", "profile.pmr MB", "perf.data MB"]
 if old:
     head.append("old profmap on JSON v1 s / MB")
+prevfmt = os.path.exists(f"{w}/prevfmt.{sizes[0]}.info")
 if prev:
     head.append("previous profmap s / MB")
+if prevfmt:
+    head.append("previous profile.pmr MB")
 print_head(head)
 for n in sizes:
     info = json.load(open(f"{w}/pm.{n}.info"))
@@ -121,6 +131,8 @@ for n in sizes:
         row.append(time_mb(p) if os.path.exists(p) else "–")
     if prev:
         row.append(time_mb(f"{w}/prev.{n}.runs"))
+    if prevfmt:
+        row.append(f"{json.load(open(f'{w}/prevfmt.{n}.info'))['bytes'] / 1e6:.1f}")
     print_row(row)
 EOF
 echo

@@ -9,16 +9,17 @@ t() {
   cat "$W/.t" >>"$out"
 }
 
-# time_reports KEY SUFFIX PMR PERFDATA: one round of `profmap report` (every output, into
-# $W/out.KEY), `perf report --stdio` and, with PM_PREV, the previous profmap (into
-# $W/prev.KEY), each appended to $W/{pm,perf,prev}.KEY.SUFFIX.
+# time_reports KEY SUFFIX PMR PERFDATA [PREV_PMR]: one round of `profmap report` (every
+# output, into $W/out.KEY), `perf report --stdio` and, with PM_PREV, the previous profmap
+# (into $W/prev.KEY; on PREV_PMR when given: the same samples in the format it wrote),
+# each appended to $W/{pm,perf,prev}.KEY.SUFFIX.
 time_reports() {
-  local key=$1 suffix=$2 pmr=$3 data=$4
+  local key=$1 suffix=$2 pmr=$3 data=$4 prev_pmr=${5:-$3}
   rm -rf "$W/out.$key"
   t "$W/pm.$key.$suffix" "$PM" report -q "$pmr" --out "$W/out.$key"
   t "$W/perf.$key.$suffix" "$PERF" report -i "$data" --stdio
   if [ -n "${PM_PREV:-}" ]; then
     rm -rf "$W/prev.$key"
-    t "$W/prev.$key.$suffix" "$PM_PREV" report -q "$pmr" --out "$W/prev.$key"
+    t "$W/prev.$key.$suffix" "$PM_PREV" report -q "$prev_pmr" --out "$W/prev.$key"
   fi
 }
