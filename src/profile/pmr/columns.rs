@@ -45,13 +45,39 @@ pub fn encode(samples: &[Woken]) -> Vec<u8> {
             put_u(wakers, w.stack.map_or(0, |x| u64::from(x) + 1));
         }
     }
+    join(samples.len(), &cols)
+}
+
+/// A count, then each column as its varint byte length and its bytes (a block's and a
+/// `WAIT` chunk's layout).
+pub(super) fn join(count: usize, cols: &[Vec<u8>]) -> Vec<u8> {
     let mut out = Vec::with_capacity(cols.iter().map(|c| c.len() + 5).sum::<usize>() + 5);
-    put_u(&mut out, samples.len() as u64);
-    for c in &cols {
+    put_u(&mut out, count as u64);
+    for c in cols {
         put_u(&mut out, c.len() as u64);
         out.extend_from_slice(c);
     }
     out
+}
+
+/// The columns [`join`] wrote, read after the count: one reader each, named by `names`
+/// in errors; every byte of `r` must belong to a column.
+pub(super) fn split<'a, const N: usize>(
+    r: &mut Reader<'a>,
+    names: [&str; N],
+) -> Result<[Reader<'a>; N], String> {
+    let mut cols = Vec::with_capacity(N);
+    for name in names {
+        let len = usize::try_from(r.u(name)?).unwrap_or(usize::MAX);
+        let col = r
+            .take(len)
+            .ok_or_else(|| format!("the {name} column is cut short"))?;
+        cols.push(Reader { b: col, at: 0 });
+    }
+    if r.at != r.b.len() {
+        return Err("bytes left over after the last column".into());
+    }
+    cols.try_into().map_err(|_| "columns missing".to_string())
 }
 
 /// Decode a block, appending its samples to `out`; an error says what is malformed.
@@ -63,20 +89,8 @@ pub fn decode(bytes: &[u8], out: &mut Samples) -> Result<(), String> {
             "a block claims {n} samples (at most {BLOCK_SAMPLES})"
         ));
     }
-    let mut cols = Vec::with_capacity(7);
-    for name in COLUMNS {
-        let len = usize::try_from(r.u(name)?).unwrap_or(usize::MAX);
-        let col = r
-            .take(len)
-            .ok_or_else(|| format!("the {name} column is cut short"))?;
-        cols.push(Reader { b: col, at: 0 });
-    }
-    if r.at != bytes.len() {
-        return Err("bytes left over after the last column".into());
-    }
-    let [pid, tid, time, stack, weight, kind, wakers] = &mut cols[..] else {
-        return Err("columns missing".into());
-    };
+    let mut cols = split(&mut r, COLUMNS)?;
+    let [pid, tid, time, stack, weight, kind, wakers] = &mut cols;
     out.reserve(n);
     let (mut p, mut t, mut tm) = (0i64, 0i64, 0i64);
     for _ in 0..n {

@@ -21,7 +21,7 @@
 //! own bytes allow; the waits it yields name samples of their block only, strictly
 //! ascending (so at most one per sample); any malformation is an error naming the column.
 
-use super::columns::{Reader, put_u};
+use super::columns::{self, Reader, put_u};
 use crate::profile::WaitOn;
 
 /// Column names, in their order in a chunk (for error messages).
@@ -39,13 +39,7 @@ pub fn encode(waits: &[WaitOn], first: u32) -> Vec<u8> {
         put_u(arg0, w.arg0);
         put_u(resource, w.resource.map_or(0, |r| u64::from(r) + 1));
     }
-    let mut out = Vec::with_capacity(cols.iter().map(|c| c.len() + 5).sum::<usize>() + 5);
-    put_u(&mut out, waits.len() as u64);
-    for c in &cols {
-        put_u(&mut out, c.len() as u64);
-        out.extend_from_slice(c);
-    }
-    out
+    columns::join(waits.len(), &cols)
 }
 
 /// Decode a chunk of the block whose samples are `first..end`, appending its waits to
@@ -59,20 +53,8 @@ pub fn decode(bytes: &[u8], first: u32, end: u32, out: &mut Vec<WaitOn>) -> Resu
             end.saturating_sub(first)
         ));
     }
-    let mut cols = Vec::with_capacity(COLUMNS.len());
-    for name in COLUMNS {
-        let len = usize::try_from(r.u(name)?).unwrap_or(usize::MAX);
-        let col = r
-            .take(len)
-            .ok_or_else(|| format!("the {name} column is cut short"))?;
-        cols.push(Reader { b: col, at: 0 });
-    }
-    if r.at != bytes.len() {
-        return Err("bytes left over after the last wait column".into());
-    }
-    let [sample, fd, arg0, resource] = &mut cols[..] else {
-        return Err("wait columns missing".into());
-    };
+    let mut cols = columns::split(&mut r, COLUMNS)?;
+    let [sample, fd, arg0, resource] = &mut cols;
     // Held apart until the whole chunk checks out: a damaged one adds nothing.
     let mut got = Vec::with_capacity((n as usize).min(bytes.len()));
     let mut next = u64::from(first);
