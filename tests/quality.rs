@@ -144,11 +144,21 @@ fn sampling_at_20_khz_with_full_stack_copies_is_flagged_as_overhead() {
     let mq = &map["profile_result"]["measurement_quality"];
     // On a quiet 2-core VM this costs 150-250%; 10% is the threshold. Under other load
     // the baseline runs slow down too (27% was seen with two compilers running), so
-    // only the threshold is asserted.
-    assert!(mq["overhead_pct"].as_f64().unwrap_or(0.0) > 10.0, "{mq}");
-    let w = warning_with(&map, "longer than the baseline median");
-    assert!(w.contains("lower --frequency or --stack-bytes"), "{w}");
+    // only the threshold is asserted. Where the buffers overflow instead, the dropped
+    // records cut the cost (6% with 37% of records lost on a 2-CPU Xeon VM): then the
+    // lost-records warning must carry the same advice.
     let lost = mq["lost_samples"].as_u64().expect("lost_samples");
+    let overhead = mq["overhead_pct"].as_f64().unwrap_or(0.0);
+    if overhead > 10.0 {
+        let w = warning_with(&map, "longer than the baseline median");
+        assert!(w.contains("lower --frequency or --stack-bytes"), "{w}");
+    } else {
+        let share = lost as f64 / (lost + mq["samples"].as_u64().unwrap_or(0)).max(1) as f64;
+        assert!(
+            share > 0.1,
+            "neither overhead nor lost records flagged: {mq}"
+        );
+    }
     if lost > 0 {
         let w = warning_with(&map, " lost (");
         assert!(w.starts_with(&format!("{lost} record")), "{w}");
