@@ -552,9 +552,10 @@ fn many_runs_of_one_program_are_one_step() {
     let bin = compile("three_funcs", &[]);
     let d = tempfile::tempdir().expect("tempdir");
     // Forty short runs from a shell loop: each alone is under 1 % of the session.
-    // 27 ms each (~1000 samples in all): 8 ms runs left func_b and func_c ~50 samples
-    // apart, which CI once saw inverted.
-    let script = format!("for i in $(seq 40); do {} 1000000; done", bin.display());
+    // ~30 ms each (~1000 samples in all): 8-10 ms runs left func_b and func_c ~50
+    // samples apart, which CI saw inverted twice (1,000,000 units took 27 ms on one of
+    // these machines, 10 ms on another: now three times that).
+    let script = format!("for i in $(seq 40); do {} 3000000; done", bin.display());
     record(d.path(), Path::new("sh"), &["-c", &script]);
     let map = valid_map(d.path());
     let group = steps(&map)
