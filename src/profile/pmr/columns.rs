@@ -117,9 +117,14 @@ pub fn decode(bytes: &[u8], out: &mut Samples) -> Result<(), String> {
         }
         out.push_woken(s, waker);
     }
-    for (c, name) in cols.iter().zip(COLUMNS) {
+    all_read(&cols, &COLUMNS, n as u64, "samples")
+}
+
+/// Every column read to its end after `n` rows of `what`; else which one holds more.
+pub(super) fn all_read(cols: &[Reader], names: &[&str], n: u64, what: &str) -> Result<(), String> {
+    for (c, name) in cols.iter().zip(names) {
         if c.at != c.b.len() {
-            return Err(format!("the {name} column holds more than {n} samples"));
+            return Err(format!("the {name} column holds more than {n} {what}"));
         }
     }
     Ok(())
@@ -157,7 +162,7 @@ fn to_i32(v: i64, what: &str) -> Result<i32, String> {
 }
 
 /// `x + 1` encoding of an optional index back to the index.
-fn opt_index(v: u64, what: &str) -> Result<Option<u32>, String> {
+pub(super) fn opt_index(v: u64, what: &str) -> Result<Option<u32>, String> {
     match v {
         0 => Ok(None),
         v => u32::try_from(v - 1)
@@ -183,7 +188,17 @@ pub fn put_u(out: &mut Vec<u8>, mut v: u64) {
 
 /// Append `v` zigzag-encoded (small magnitudes of either sign stay short).
 fn put_i(out: &mut Vec<u8>, v: i64) {
-    put_u(out, ((v << 1) ^ (v >> 63)) as u64);
+    put_u(out, zigzag(v));
+}
+
+/// `v` zigzag-encoded: 0, -1, 1, -2… as 0, 1, 2, 3….
+pub(super) fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+/// The value [`zigzag`] encoded as `z`.
+pub(super) fn unzigzag(z: u64) -> i64 {
+    ((z >> 1) as i64) ^ -((z & 1) as i64)
 }
 
 /// A cursor over bytes that never reads past them.
@@ -213,8 +228,7 @@ impl<'a> Reader<'a> {
     }
 
     fn i(&mut self, what: &str) -> Result<i64, String> {
-        let z = self.u(what)?;
-        Ok(((z >> 1) as i64) ^ -((z & 1) as i64))
+        self.u(what).map(unzigzag)
     }
 
     fn byte(&mut self, what: &str) -> Result<u8, String> {

@@ -35,7 +35,7 @@ pub fn encode(waits: &[WaitOn], first: u32) -> Vec<u8> {
     for w in waits {
         put_u(sample, u64::from(w.sample.wrapping_sub(last)));
         last = w.sample;
-        put_u(fd, w.fd.map_or(0, |f| zigzag(f) + 1));
+        put_u(fd, w.fd.map_or(0, |f| columns::zigzag(i64::from(f)) + 1));
         put_u(arg0, w.arg0);
         put_u(resource, w.resource.map_or(0, |r| u64::from(r) + 1));
     }
@@ -69,12 +69,12 @@ pub fn decode(bytes: &[u8], first: u32, end: u32, out: &mut Vec<WaitOn>) -> Resu
         }
         let fd = match fd.u(COLUMNS[1])? {
             0 => None,
-            z => Some(unzigzag(z - 1).ok_or("a wait's fd is out of range")?),
+            z => Some(
+                i32::try_from(columns::unzigzag(z - 1))
+                    .map_err(|_| "a wait's fd is out of range")?,
+            ),
         };
-        let resource = match resource.u(COLUMNS[3])? {
-            0 => None,
-            v => Some(u32::try_from(v - 1).map_err(|_| "a wait's resource is out of range")?),
-        };
+        let resource = columns::opt_index(resource.u(COLUMNS[3])?, "wait resource")?;
         got.push(WaitOn {
             sample: next as u32,
             fd,
@@ -82,22 +82,9 @@ pub fn decode(bytes: &[u8], first: u32, end: u32, out: &mut Vec<WaitOn>) -> Resu
             resource,
         });
     }
-    for (c, name) in cols.iter().zip(COLUMNS) {
-        if c.at != c.b.len() {
-            return Err(format!("the {name} column holds more than {n} waits"));
-        }
-    }
+    columns::all_read(&cols, &COLUMNS, n, "waits")?;
     out.append(&mut got);
     Ok(())
-}
-
-fn zigzag(v: i32) -> u64 {
-    u64::from(((v << 1) ^ (v >> 31)) as u32)
-}
-
-fn unzigzag(z: u64) -> Option<i32> {
-    let z = u32::try_from(z).ok()?;
-    Some(((z >> 1) as i32) ^ -((z & 1) as i32))
 }
 
 #[cfg(test)]
