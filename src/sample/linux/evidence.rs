@@ -33,7 +33,7 @@ use linux_perf_event_reader::{EventRecord, RawData, RawEventRecord, RecordParseI
 
 use super::fdres::Resolver;
 use super::fileio::{FileIo, PagesAsked};
-use super::peek::{find_file, first_protocol};
+use super::peek::{FileLook, find_file, first_protocol};
 use super::sidetp::{Field, SideRole, int, tcp_addrs, uint};
 use super::sockio::{SockCall, SockIo};
 use super::sys::{OwnedRecord, REG_DI, REG_SI};
@@ -83,7 +83,10 @@ impl Evidence {
 
     /// Files whose look-ups were skipped or failed are tried again at each round, with
     /// what is left of its budget, while tries remain: a file read in one burst has no
-    /// later read to retry at, and it may still be open.
+    /// later read to retry at, and it may still be open. Files tried fewest times go
+    /// first, the newest first among them: a busy start-up (a shell script reading
+    /// hundreds of files it closes at once) must not spend the budget of the files read
+    /// after it on files already failed.
     fn retry_unfound(&mut self) {
         let mut rows: Vec<(usize, u8)> = self
             .unfound
@@ -91,23 +94,33 @@ impl Evidence {
             .filter(|&(_, &t)| t < FILE_LOOK_TRIES)
             .map(|(&r, &t)| (r, t))
             .collect();
-        rows.sort_unstable();
+        rows.sort_unstable_by_key(|&(r, t)| (t, std::cmp::Reverse(r)));
         for (row, tries) in rows {
             if self.file_looks == 0 {
                 return;
             }
-            let Some((pid, dev, ino)) = self.fileio.key(row) else {
-                continue;
-            };
-            self.file_looks -= 1;
-            match find_file(pid, dev, ino) {
-                Some((path, size)) => {
-                    self.fileio.set_file(row, Some(path), Some(size));
-                    self.unfound.remove(&row);
-                }
-                None => {
-                    self.unfound.insert(row, tries + 1);
-                }
+            if let Some((pid, dev, ino)) = self.fileio.key(row) {
+                self.look(row, tries, pid, dev, ino);
+            }
+        }
+    }
+
+    /// Look a file row's path up among its process's descriptors. A look costs one of
+    /// the round's budget, unless the process has exited (a failed open of its /proc
+    /// entry): then no later look can find it, and it is not tried again.
+    fn look(&mut self, row: usize, tries: u8, pid: i32, dev: u32, ino: u64) {
+        match find_file(pid, dev, ino) {
+            FileLook::Found(path, size) => {
+                self.file_looks -= 1;
+                self.fileio.set_file(row, Some(path), Some(size));
+                self.unfound.remove(&row);
+            }
+            FileLook::NotOpen => {
+                self.file_looks -= 1;
+                self.unfound.insert(row, tries + 1);
+            }
+            FileLook::Gone => {
+                self.unfound.insert(row, FILE_LOOK_TRIES);
             }
         }
     }
@@ -242,16 +255,7 @@ impl Evidence {
             self.unfound.insert(row, tries);
             return;
         }
-        self.file_looks -= 1;
-        match find_file(e.pid, e.dev, e.ino) {
-            Some((path, size)) => {
-                self.fileio.set_file(row, Some(path), Some(size));
-                self.unfound.remove(&row);
-            }
-            None => {
-                self.unfound.insert(row, tries + 1);
-            }
-        }
+        self.look(row, tries, e.pid, e.dev, e.ino);
     }
 
     /// Put the tables (times relative to `t0`) and their warnings into `raw`.
@@ -309,5 +313,59 @@ impl Evidence {
                 self.parse_errors
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt;
+
+    use super::*;
+
+    fn asked(pid: i32, dev: u32, ino: u64) -> PagesAsked {
+        PagesAsked {
+            pid,
+            tid: pid,
+            dev,
+            ino,
+            index: 0,
+            last_index: 0,
+        }
+    }
+
+    #[test]
+    fn a_file_read_after_a_burst_of_closed_ones_is_looked_up_first() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("data");
+        std::fs::write(&path, vec![1u8; 8192]).expect("write");
+        let f = std::fs::File::open(&path).expect("open");
+        let m = f.metadata().expect("stat");
+        let dev = (libc::major(m.dev()) << 20) | libc::minor(m.dev());
+        let me = std::process::id() as i32;
+        let mut ev = Evidence::default();
+        // 200 files of this process not open any more (inodes no file has), read while
+        // the round's budget was spent: each waits for a retry.
+        for ino in 0..200 {
+            ev.pages(asked(me, dev, u64::MAX - ino));
+        }
+        // A process that has exited: its files cost no look and are not retried.
+        for ino in 0..100 {
+            ev.pages(asked(i32::MAX, dev, ino));
+        }
+        ev.pages(asked(me, dev, m.ino()));
+        assert_eq!(ev.unfound.len(), 301);
+        ev.new_round();
+        let rows = ev.fileio.finish();
+        let found: Vec<_> = rows.iter().filter(|r| r.path.is_some()).collect();
+        assert_eq!(found.len(), 1, "{rows:?}");
+        assert_eq!(found[0].path.as_deref(), path.to_str());
+        // The rest of the round's budget went to the closed files, none to the gone ones.
+        assert_eq!(ev.file_looks, 0);
+        let gone_final = ev
+            .unfound
+            .iter()
+            .filter(|&(&r, &t)| (200..300).contains(&r) && t == FILE_LOOK_TRIES)
+            .count();
+        assert_eq!(gone_final, 100);
     }
 }

@@ -67,21 +67,38 @@ pub(crate) fn first_protocol(
     }
 }
 
+/// What a look for a file among a process's descriptors found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FileLook {
+    /// Its path and size in bytes.
+    Found(String, u64),
+    /// Not among the descriptors now (closed, or unreadable): it may be opened again.
+    NotOpen,
+    /// The process has exited: no later look can find it.
+    Gone,
+}
+
 /// The path and size of the file (kernel device encoding `dev`, inode `ino`) among the
 /// process's open descriptors.
-pub(crate) fn find_file(pid: i32, dev: u32, ino: u64) -> Option<(String, u64)> {
+pub(crate) fn find_file(pid: i32, dev: u32, ino: u64) -> FileLook {
     let want = libc::makedev(dev >> 20, dev & 0xf_ffff);
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    let fds = match std::fs::read_dir(format!("/proc/{pid}/fd")) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return FileLook::Gone,
+        Err(_) => return FileLook::NotOpen,
+    };
     for fd in fds.flatten() {
         let Ok(m) = std::fs::metadata(fd.path()) else {
             continue;
         };
         if m.dev() == want && m.ino() == ino && m.is_file() {
-            let link = std::fs::read_link(fd.path()).ok()?;
-            return Some((link.to_string_lossy().into_owned(), m.len()));
+            let Ok(link) = std::fs::read_link(fd.path()) else {
+                return FileLook::NotOpen;
+            };
+            return FileLook::Found(link.to_string_lossy().into_owned(), m.len());
         }
     }
-    None
+    FileLook::NotOpen
 }
 
 #[cfg(test)]
@@ -119,11 +136,10 @@ mod tests {
         let m = f.metadata().expect("stat");
         let kdev = (libc::major(m.dev()) << 20) | libc::minor(m.dev());
         let pid = std::process::id() as i32;
-        let got = find_file(pid, kdev, m.ino()).expect("found");
-        assert_eq!(
-            (got.0.as_str(), got.1),
-            (path.to_str().expect("utf8"), 5000)
-        );
-        assert_eq!(find_file(pid, kdev, u64::MAX), None);
+        let want = FileLook::Found(path.to_str().expect("utf8").to_owned(), 5000);
+        assert_eq!(find_file(pid, kdev, m.ino()), want);
+        assert_eq!(find_file(pid, kdev, u64::MAX), FileLook::NotOpen);
+        // A pid past pid_max (4194304 at most) has no /proc entry: gone, not "not open".
+        assert_eq!(find_file(i32::MAX, kdev, m.ino()), FileLook::Gone);
     }
 }
