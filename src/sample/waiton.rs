@@ -162,8 +162,10 @@ pub fn syscall_of_wrapper(function: &str) -> Option<&str> {
 /// and no socket (`p.sockets`) uses (speculative look-ups of non-descriptors) are
 /// dropped from `p.resources`, and the sockets' indices follow.
 pub fn attach_waits(p: &mut SampledProfile, raw: &[(u32, RawWait)]) {
-    let mut used = vec![None; p.resources.len()];
-    let mut kept = Vec::new();
+    let mut kept = Kept {
+        used: vec![None; p.resources.len()],
+        ..Kept::default()
+    };
     let mut waits = Vec::new();
     for &(i, ref w) in raw {
         let Some(s) = p.samples.get(i as usize) else {
@@ -185,7 +187,7 @@ pub fn attach_waits(p: &mut SampledProfile, raw: &[(u32, RawWait)]) {
         };
         let resource = raw_resource
             .filter(|_| fd.is_some())
-            .and_then(|r| keep(r, &p.resources, &mut used, &mut kept));
+            .and_then(|r| kept.keep(r, &p.resources));
         waits.push(WaitOn {
             sample: i,
             fd,
@@ -195,25 +197,36 @@ pub fn attach_waits(p: &mut SampledProfile, raw: &[(u32, RawWait)]) {
     }
     for i in 0..p.sockets.len() {
         let r = p.sockets[i].resource;
-        p.sockets[i].resource = r.and_then(|r| keep(r, &p.resources, &mut used, &mut kept));
+        p.sockets[i].resource = r.and_then(|r| kept.keep(r, &p.resources));
     }
-    p.resources = kept;
+    p.resources = kept.rows;
     p.waits = waits;
 }
 
-/// Resource `r`'s index among the kept ones, keeping it at its first use.
-fn keep(
-    r: u32,
-    all: &[crate::profile::Resource],
-    used: &mut [Option<u32>],
-    kept: &mut Vec<crate::profile::Resource>,
-) -> Option<u32> {
-    let slot = used.get_mut(r as usize)?;
-    if slot.is_none() {
-        *slot = Some(kept.len() as u32);
-        kept.push(all.get(r as usize)?.clone());
+/// The resources waits and sockets use, in order of first use; equal resources are one
+/// row (a Unix socket described again once connected may equal one interned since).
+#[derive(Default)]
+struct Kept {
+    used: Vec<Option<u32>>,
+    rows: Vec<crate::profile::Resource>,
+    ids: std::collections::HashMap<crate::profile::Resource, u32>,
+}
+
+impl Kept {
+    /// Resource `r`'s index among the kept ones, keeping it at its first use.
+    fn keep(&mut self, r: u32, all: &[crate::profile::Resource]) -> Option<u32> {
+        let slot = self.used.get_mut(r as usize)?;
+        if slot.is_none() {
+            let res = all.get(r as usize)?;
+            let next = self.rows.len() as u32;
+            let id = *self.ids.entry(res.clone()).or_insert(next);
+            if id == next {
+                self.rows.push(res.clone());
+            }
+            *slot = Some(id);
+        }
+        *slot
     }
-    *slot
 }
 
 #[cfg(test)]

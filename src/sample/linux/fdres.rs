@@ -74,7 +74,25 @@ pub(crate) struct Resolver {
     pub(crate) skipped: u64,
     /// The look-up in progress described a socket without its tables (no budget left).
     short_of_budget: bool,
+    /// Unix sockets described while unconnected, looked at again at new rounds.
+    pending: Vec<Pending>,
 }
+
+/// A resource interned as an unconnected Unix socket: a client's socket seen before the
+/// server accepted (its peer, still in the listener's queue, is invisible to
+/// sock_diag). Every wait and traffic row that named it is named by the peer once it
+/// is connected: the resource is described again in place.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    id: u32,
+    inode: u64,
+    /// The round of the next look, and the rounds after that (doubling).
+    due: u64,
+    gap: u64,
+}
+
+/// Looks at unconnected Unix sockets per round (two sock_diag queries each).
+const PENDING_PER_ROUND: usize = 16;
 
 impl Resolver {
     /// A new drain round: the budget is refilled and cached links may be re-read.
@@ -83,6 +101,57 @@ impl Resolver {
         self.budget = BUDGET_PER_ROUND;
         self.first_budget = FIRST_SIGHT_PER_ROUND;
         self.peers.new_round();
+        self.recheck_pending();
+    }
+
+    /// Look again at the unconnected Unix sockets due this round; one connected since is
+    /// described anew under its id. One still unconnected after a look at the longest
+    /// gap (~1.3 s in all) is left as it is.
+    fn recheck_pending(&mut self) {
+        let round = self.round;
+        let mut looks = PENDING_PER_ROUND;
+        let mut i = 0;
+        while i < self.pending.len() && looks > 0 {
+            let p = self.pending[i];
+            let Some(old) = self.resources.get(p.id as usize) else {
+                self.pending.swap_remove(i);
+                continue;
+            };
+            if p.due > round {
+                i += 1;
+                continue;
+            }
+            looks -= 1;
+            let mut r = old.clone();
+            self.peers.enrich(r.pid, p.inode, &mut r);
+            if !unconnected_unix(&r) {
+                self.pending.swap_remove(i);
+                self.redescribe(p.id, r);
+            } else if p.gap >= REDESCRIBE_MAX_ROUNDS {
+                self.pending.swap_remove(i);
+            } else {
+                let gap = p.gap * 2;
+                self.pending[i] = Pending {
+                    due: round + gap,
+                    gap,
+                    ..p
+                };
+                i += 1;
+            }
+        }
+    }
+
+    /// Resource `id` is `r` now. An equal resource interned already keeps its id (the
+    /// two are one row once the waits are attached: `waiton::attach_waits`).
+    fn redescribe(&mut self, id: u32, r: Resource) {
+        let Some(slot) = self.resources.get_mut(id as usize) else {
+            return;
+        };
+        let old = std::mem::replace(slot, r.clone());
+        if self.ids.get(&old) == Some(&id) {
+            self.ids.remove(&old);
+        }
+        self.ids.entry(r).or_insert(id);
     }
 
     /// The resource of descriptor `fd` of `pid` now, at a socket's first traffic: the
@@ -172,12 +241,7 @@ impl Resolver {
             .map(|p| p.to_string_lossy().into_owned());
         let unconnected = |r: Option<u32>| {
             r.and_then(|i| self.resources.get(i as usize))
-                .is_some_and(|r| {
-                    r.kind == ResourceKind::SocketUnix
-                        && r.peer.is_none()
-                        && r.local.is_none()
-                        && r.peer_local.is_none()
-                })
+                .is_some_and(unconnected_unix)
         };
         // (same link, due for another look, gap) of the cached entry.
         let cached = self.cache.get(&(pid, fd)).map(|s| {
@@ -249,6 +313,16 @@ impl Resolver {
             return id;
         }
         let id = self.resources.len() as u32;
+        if unconnected_unix(&r)
+            && let Some(inode) = bracketed(&r.name, "socket:")
+        {
+            self.pending.push(Pending {
+                id,
+                inode,
+                due: self.round + 1,
+                gap: 1,
+            });
+        }
         self.resources.push(r.clone());
         self.ids.insert(r, id);
         id
@@ -313,6 +387,14 @@ pub(crate) fn describe_link(pid: i32, fd: i32, link: &str) -> Resource {
         service: None,
         peer_local: None,
     }
+}
+
+/// A Unix socket with neither path nor peer: not connected, or its peer not visible yet.
+fn unconnected_unix(r: &Resource) -> bool {
+    r.kind == ResourceKind::SocketUnix
+        && r.peer.is_none()
+        && r.local.is_none()
+        && r.peer_local.is_none()
 }
 
 /// `INODE` of `PREFIX[INODE]`.
@@ -548,18 +630,44 @@ mod tests {
         r.new_round();
         assert_eq!(r.resolve(pid, raw as u64), Some(before));
         let _server_side = listener.accept().expect("accept");
-        // Looked at again within REDESCRIBE_MAX_ROUNDS rounds.
-        let mut after = before;
-        for _ in 0..=REDESCRIBE_MAX_ROUNDS {
+        // Looked at again within REDESCRIBE_MAX_ROUNDS rounds: the resource the earlier
+        // waits named is described again in place, so they name the server's path too.
+        let named = |r: &Resolver| r.resources[before as usize].name == path.to_str().unwrap();
+        let mut rounds = 0;
+        while !named(&r) && rounds <= REDESCRIBE_MAX_ROUNDS {
             r.new_round();
-            after = r.resolve(pid, raw as u64).expect("a socket");
-            if after != before {
-                break;
-            }
+            rounds += 1;
         }
-        assert_ne!(before, after);
+        assert!(named(&r), "{:?}", r.resources);
+        assert_eq!(r.resources[before as usize].peer_local, Some(true));
+        assert!(r.pending.is_empty());
+        // Later looks at the descriptor name the same, connected resource.
+        r.new_round();
+        let after = r.resolve(pid, raw as u64).expect("a socket");
         let res = r.into_resources();
         assert_eq!(res[after as usize].name, path.to_str().expect("utf-8"));
+    }
+
+    #[test]
+    fn a_unix_socket_never_connected_is_left_after_the_longest_gap() {
+        // SAFETY: a plain socket(2) call; its descriptor is owned at once.
+        let raw = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) };
+        assert!(raw >= 0);
+        // SAFETY: `raw` is a fresh descriptor owned by nobody else.
+        let _sock = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+        let mut r = Resolver::default();
+        r.new_round();
+        // SAFETY: getpid cannot fail.
+        let id = r
+            .resolve(unsafe { libc::getpid() }, raw as u64)
+            .expect("a socket");
+        assert_eq!(r.pending.len(), 1);
+        // Looks at gaps of 1, 2, 4 … 64 rounds: 127 rounds, then it is dropped.
+        for _ in 0..2 * REDESCRIBE_MAX_ROUNDS {
+            r.new_round();
+        }
+        assert!(r.pending.is_empty());
+        assert!(r.resources[id as usize].name.starts_with("socket:["));
     }
 
     #[test]
