@@ -198,6 +198,8 @@ pub struct Grouper {
     binaries: HashMap<String, Option<Functions>>,
     /// Unnamed addresses per binary that has no symbol table, by path.
     unsymbolized: HashMap<String, u64>,
+    /// Where the dpkg file lists are read (tests point it at a fixture).
+    dpkg_info: Option<std::path::PathBuf>,
 }
 
 impl Grouper {
@@ -227,6 +229,12 @@ impl Grouper {
         (super::unnamed_frame(module, start, FrameKind::User), true)
     }
 
+    fn dpkg_info(&self) -> &Path {
+        self.dpkg_info
+            .as_deref()
+            .unwrap_or(Path::new(super::package::DPKG_INFO))
+    }
+
     /// One warning naming (up to five of) the binaries without symbols whose code was
     /// sampled, with their share of the `total` unnamed addresses and how to get symbols.
     pub fn warning(&self, total: u64) -> Option<String> {
@@ -249,14 +257,24 @@ impl Grouper {
             n => format!(" and {n} more"),
         };
         let top = super::basename(bins[0].0);
-        let pkg = if top.contains(".so") { "PACKAGE" } else { &top };
+        let distro = match super::package::owning_package(self.dpkg_info(), bins[0].0) {
+            Some(pkg) => format!(
+                "{top} is in package {pkg}: `apt install {pkg}-dbgsym` from the debug archive"
+            ),
+            None => {
+                let pkg = if top.contains(".so") { "PACKAGE" } else { &top };
+                format!(
+                    "Debian/Ubuntu: the -dbgsym package, e.g. `apt install {pkg}-dbgsym` from \
+                     the debug archive; Fedora: `debuginfo-install {pkg}`"
+                )
+            }
+        };
         Some(format!(
             "binaries without symbols: {}{more}; their code is grouped by function and named \
              module+0xSTART (the function's file offset, from .eh_frame). For names, install \
-             the distro's debug symbols (Debian/Ubuntu: the -dbgsym package, e.g. `apt install \
-             {pkg}-dbgsym` from the debug archive; Fedora: `debuginfo-install {pkg}`) or set \
-             DEBUGINFOD_URLS and fetch them with `debuginfod-find debuginfo BINARY`, then put \
-             the file at /usr/lib/debug/.build-id/XX/REST.debug (XX/REST: the build ID)",
+             the distro's debug symbols ({distro}) or set DEBUGINFOD_URLS and fetch them with \
+             `debuginfod-find debuginfo BINARY`, then put the file at \
+             /usr/lib/debug/.build-id/XX/REST.debug (XX/REST: the build ID)",
             shown.join(", ")
         ))
     }
@@ -374,9 +392,27 @@ mod tests {
             w.contains("gzip (75% of unnamed addresses), libz.so.1 (25%"),
             "{w}"
         );
-        assert!(w.contains("apt install gzip-dbgsym"), "{w}");
         assert!(w.contains("DEBUGINFOD_URLS"), "{w}");
         assert_eq!(Grouper::default().warning(40), None);
+        // Without a dpkg database, the binary's name stands for its package.
+        let dir = tempfile::tempdir().expect("tempdir");
+        g.dpkg_info = Some(dir.path().join("absent"));
+        let w = g.warning(40).expect("a warning");
+        assert!(w.contains("apt install gzip-dbgsym"), "{w}");
+        // With one, the package that installed it: cc1 is Debian's cpp-12.
+        std::fs::write(
+            dir.path().join("cpp-12.list"),
+            "/usr/lib/gcc/x86_64-linux-gnu/12/cc1\n",
+        )
+        .expect("write");
+        g.dpkg_info = Some(dir.path().to_path_buf());
+        g.unsymbolized
+            .insert("/usr/lib/gcc/x86_64-linux-gnu/12/cc1".into(), 60);
+        let w = g.warning(100).expect("a warning");
+        assert!(
+            w.contains("cc1 is in package cpp-12: `apt install cpp-12-dbgsym`"),
+            "{w}"
+        );
     }
 
     #[test]
