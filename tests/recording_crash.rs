@@ -277,6 +277,23 @@ fn off_cpu_intervals_closed_before_the_kill_are_recovered() {
         warning.contains(&format!("{intervals} off-CPU intervals")),
         "{warning}"
     );
+    // What the intervals waited on travels in the spool too: each process blocked on
+    // its pipe to the other, named by the process at the other end.
+    let resources = &map["profile_result"]["performance_map"]["resources"];
+    let pipes: Vec<&serde_json::Value> = (resources.as_array().expect("resources").iter())
+        .filter(|r| {
+            r["kind"] == "pipe"
+                && r["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("pipe to pingpong"))
+        })
+        .collect();
+    assert!(!pipes.is_empty(), "{resources:#}");
+    let blocked: u64 = pipes.iter().filter_map(|r| r["intervals"].as_u64()).sum();
+    assert!(
+        blocked * 2 >= intervals,
+        "{blocked} of {intervals} intervals name a pipe: {resources:#}"
+    );
     let folded = common::profmap()
         .args(["export", "--format", "folded", "--out"])
         .arg(dir.path().join("stacks.folded"))

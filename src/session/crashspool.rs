@@ -13,9 +13,9 @@
 //!   is never taken for a crashed one; it reads the spool as hostile input (a link or a
 //!   FIFO is refused) and validates the rebuilt recording before writing it.
 //! - A recovered recording holds only what the spool held: on-CPU samples, closed
-//!   off-CPU intervals and the tables they name. The baseline, the profiled run's
-//!   figures, what waits were blocked on, Python stacks, sockets and file reads are
-//!   absent, never made up.
+//!   off-CPU intervals with what their blocked calls waited on, and the tables they
+//!   name. The baseline, the profiled run's figures, Python stacks, sockets and file
+//!   reads are absent, never made up.
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -116,7 +116,7 @@ fn rebuild(r: Recovered) -> Recording {
         "{RECOVERED} (profmap was stopped at {stopped}); recovered \
          {on_cpu} on-CPU samples and {off_cpu} off-CPU intervals covering {:.1} s from \
          {SPOOL_FILE} — not recovered: the baseline and the run's figures, waits still \
-         open and what waits were blocked on, Python stacks, sockets and file reads",
+         open, Python stacks, sockets and file reads",
         span_ns as f64 / 1e9
     );
     if let Some(p) = &r.problem {

@@ -6,13 +6,14 @@
 //! file   = MAGIC (8 bytes) · version (u32 LE) · chunk*      (chunks as in `pmr`)
 //! HEAD   the session's metadata, JSON ([`Head`]); written when the spool is opened
 //! STRT   the run's start on CLOCK_MONOTONIC, JSON ([`Start`]); once the target runs
-//! TABL   one append's new table rows, JSON ([`Delta`])
+//! TABL   one append's new table rows, resources and waits, JSON ([`Delta`])
 //! SMPL   that append's new on-CPU samples and closed off-CPU intervals, a
 //!        `pmr::columns` block (absolute times)
 //! ```
 //!
 //! Every append is one `write` of its TABL chunk followed by its SMPL chunks: the
-//! samples of an append only name rows of that append or earlier ones. The spool holds
+//! samples of an append only name rows of that append or earlier ones, and its waits
+//! name samples of that append (by their index among them) and resources sent so far. The spool holds
 //! the unsymbolized tables (as the sampler keeps them): recovery symbolizes them the way
 //! `record` does.
 //!
@@ -37,8 +38,8 @@ use flate2::Compression;
 use serde::{Deserialize, Serialize};
 
 use super::pmr::{columns, write_chunk};
-use super::{SessionMeta, Woken};
-use crate::sample::{RawFrame, RawModule, RawProcess, RawStackNode, RawThread};
+use super::{Resource, SessionMeta, Woken};
+use crate::sample::{RawFrame, RawModule, RawProcess, RawStackNode, RawThread, RawWait};
 
 pub use read::{Recovered, read};
 
@@ -115,8 +116,43 @@ pub struct Delta {
     pub processes: Vec<RawProcess>,
     /// Threads that are new or changed since the previous append.
     pub threads: Vec<RawThread>,
+    /// Resources (descriptors resolved during the run) that are new or changed since the
+    /// previous append, with their index in the whole table: an index past the rows read
+    /// so far must be the next one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<(u32, Resource)>,
+    /// What this append's blocked off-CPU intervals waited on, ascending by sample:
+    /// the sample's index among this append's samples (the SMPL chunks after this one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waits: Vec<SpoolWait>,
     /// Records the kernel dropped so far (a running total).
     pub lost_records: u64,
+}
+
+/// A blocked call's raw arguments (`sample::RawWait`) for one sample of an append, as a
+/// JSON array: `[sample, arg0, resource, [pollfd, resource]]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpoolWait(
+    pub u32,
+    pub u64,
+    pub Option<u32>,
+    pub Option<(i32, Option<u32>)>,
+);
+
+impl SpoolWait {
+    /// Sample `sample` of an append blocked with `w`.
+    pub fn new(sample: u32, w: RawWait) -> SpoolWait {
+        SpoolWait(sample, w.arg0, w.resource, w.pollfd0)
+    }
+
+    /// The wait as the sampler holds it.
+    pub fn raw(&self) -> RawWait {
+        RawWait {
+            arg0: self.1,
+            resource: self.2,
+            pollfd0: self.3,
+        }
+    }
 }
 
 /// The sampler of the run, as the recording would describe it.

@@ -1,7 +1,10 @@
 //! Reading a spool back into an unsymbolized profile, as hostile input: the HEAD chunk
 //! must come first; each TABL must continue the tables exactly where the previous one
 //! ended, and every index in it (a stack's parent and frame, a frame's module or kernel
-//! name) must name a row already read; every sample's stack must exist. Row counts are
+//! name) must name a row already read; every sample's stack must exist; a resource row
+//! continues or replaces the table, and a wait names a resource read and one of its
+//! append's samples, in ascending order (a wait past the samples its append delivered
+//! is dropped). Row counts are
 //! capped with the limits `validate` applies to recordings. The first chunk that is
 //! cut off, damaged or breaks these rules ends the spool; what came before is kept and
 //! the reason is returned in [`Recovered::problem`].
@@ -9,11 +12,13 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 
-use super::{Delta, Head, MAGIC, Start, TAG_HEAD, TAG_SAMPLES, TAG_START, TAG_TABLES, VERSION};
+use super::{
+    Delta, Head, MAGIC, SpoolWait, Start, TAG_HEAD, TAG_SAMPLES, TAG_START, TAG_TABLES, VERSION,
+};
 use crate::profile::pmr::{Next, columns, next_chunk, show_tag};
-use crate::profile::validate::{MAX_FRAMES, MAX_PROCESSES, MAX_SAMPLES};
-use crate::profile::{Samples, SessionMeta, Waker};
-use crate::sample::{RawFrame, RawProcess, RawProfile, RawThread};
+use crate::profile::validate::{MAX_FRAMES, MAX_LIST, MAX_PROCESSES, MAX_SAMPLES, MAX_STRING};
+use crate::profile::{Resource, Samples, SessionMeta, Waker};
+use crate::sample::{RawFrame, RawProcess, RawProfile, RawThread, RawWait};
 
 /// What a spool held.
 #[derive(Debug)]
@@ -39,6 +44,9 @@ struct State {
     raw: RawProfile,
     processes: BTreeMap<i32, RawProcess>,
     threads: BTreeMap<i32, RawThread>,
+    /// The waits of the last append, by absolute sample index: kept once its samples
+    /// have been read (at the next append, or at the end).
+    pending: Vec<(u32, RawWait)>,
     last_unix_s: Option<f64>,
     last_mono_ns: Option<u64>,
 }
@@ -157,6 +165,9 @@ impl State {
         if self.processes.len() > MAX_PROCESSES || self.threads.len() > MAX_PROCESSES {
             return Err(format!("more than {MAX_PROCESSES} processes or threads"));
         }
+        self.resources(d.resources)?;
+        self.waits(&d.waits)?;
+        let raw = &mut self.raw;
         if let Some(info) = d.sampler {
             raw.sampler = info.description;
             raw.frequency_hz = info.frequency_hz;
@@ -166,6 +177,59 @@ impl State {
         self.last_unix_s = Some(d.at_unix_s).filter(|t| t.is_finite());
         self.last_mono_ns = Some(d.at_mono_ns);
         Ok(())
+    }
+
+    /// New or changed resource rows: each index continues the table or replaces a row.
+    fn resources(&mut self, rows: Vec<(u32, Resource)>) -> Result<(), String> {
+        let table = &mut self.raw.resources;
+        for (i, r) in rows {
+            let long = |t: Option<&str>| t.is_some_and(|t| t.len() > MAX_STRING);
+            let texts = [Some(r.name.as_str()), r.local.as_deref(), r.peer.as_deref()];
+            if texts.into_iter().any(long) || long(r.service.as_deref()) {
+                return Err(format!("resource {i} has a name over {MAX_STRING} bytes"));
+            }
+            let len = table.len();
+            match table.get_mut(i as usize) {
+                Some(row) => *row = r,
+                None if i as usize == len && len < MAX_LIST => table.push(r),
+                None => {
+                    return Err(format!(
+                        "a table chunk sets resource {i} where {len} were read"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An append's waits: the previous append's are kept where its samples arrived, these
+    /// wait for their samples (the chunks after this one).
+    fn waits(&mut self, waits: &[SpoolWait]) -> Result<(), String> {
+        self.settle();
+        let base = self.raw.samples.len();
+        let resources = self.raw.resources.len();
+        let known = |r: Option<u32>| r.is_none_or(|r| (r as usize) < resources);
+        let mut prev = None;
+        for w in waits {
+            let sample = base + w.0 as usize;
+            if prev.is_some_and(|p| p >= sample) || sample >= MAX_SAMPLES {
+                return Err("a table chunk's waits are out of order or past the limit".into());
+            }
+            prev = Some(sample);
+            let raw = w.raw();
+            if !known(raw.resource) || !known(raw.pollfd0.and_then(|p| p.1)) {
+                return Err("a wait names a resource not recorded".into());
+            }
+            self.pending.push((sample as u32, raw));
+        }
+        Ok(())
+    }
+
+    /// Keep the pending waits whose samples were read; drop the rest.
+    fn settle(&mut self) {
+        let n = self.raw.samples.len();
+        let pending = std::mem::take(&mut self.pending);
+        (self.raw.waits).extend(pending.into_iter().filter(|w| (w.0 as usize) < n));
     }
 
     /// One block of samples (on-CPU, off-CPU intervals), each naming stacks already read.
@@ -186,13 +250,24 @@ impl State {
     }
 
     /// The profile read, times made relative to the run's start.
-    fn finish(self, meta: SessionMeta, t0_ns: Option<u64>, problem: Option<String>) -> Recovered {
+    fn finish(
+        mut self,
+        meta: SessionMeta,
+        t0_ns: Option<u64>,
+        problem: Option<String>,
+    ) -> Recovered {
+        self.settle();
         let mut raw = self.raw;
         let t0 = t0_ns
             .or_else(|| raw.samples.iter().map(|s| s.time_ns).min())
             .unwrap_or(0);
         raw.t0_ns = t0;
-        raw.samples.sort_by_time();
+        let new_of = raw.samples.sort_by_time();
+        for w in &mut raw.waits {
+            w.0 = new_of[w.0 as usize];
+        }
+        drop(new_of);
+        raw.waits.sort_unstable_by_key(|w| w.0);
         for s in raw.samples.iter_mut() {
             s.time_ns = s.time_ns.saturating_sub(t0);
         }

@@ -5,6 +5,7 @@ use std::io::{Read, Seek};
 use proptest::prelude::*;
 
 use super::*;
+use crate::profile::validate::MAX_STRING;
 use crate::profile::{SampleKind, ThreadSample, Woken};
 
 fn meta() -> SessionMeta {
@@ -29,6 +30,18 @@ fn sample(i: u64, stack: u32) -> Woken {
         kind: SampleKind::OnCpu,
     };
     (s, None)
+}
+
+fn unix_socket(name: &str, peer: Option<&str>) -> crate::profile::Resource {
+    crate::profile::Resource {
+        kind: crate::profile::ResourceKind::SocketUnix,
+        name: name.into(),
+        local: None,
+        peer: peer.map(Into::into),
+        pid: 100,
+        service: None,
+        peer_local: peer.map(|_| true),
+    }
 }
 
 fn process(name: &str) -> RawProcess {
@@ -78,6 +91,7 @@ fn two_appends() -> (Vec<u8>, Vec<usize>) {
             },
         ],
         processes: vec![process("x")],
+        resources: vec![(0, unix_socket("socket:[77]", None))],
         ..Delta::default()
     };
     let mut ends = vec![file.metadata().expect("meta").len() as usize];
@@ -96,6 +110,13 @@ fn two_appends() -> (Vec<u8>, Vec<usize>) {
             frame: 2,
         }],
         processes: vec![process("renamed")],
+        // Resource 0 described again (connected since), resource 1 new.
+        resources: vec![
+            (0, unix_socket("/run/x.sock", Some("/run/x.sock"))),
+            (1, unix_socket("pipe:[5]", None)),
+        ],
+        // The off-CPU interval (the append's sample 199) blocked on resource 0.
+        waits: vec![SpoolWait(199, 3, Some(0), None)],
         lost_records: 3,
         ..Delta::default()
     };
@@ -145,6 +166,92 @@ fn a_spool_reads_back_what_was_appended() {
     assert_eq!(r.raw.processes.len(), 1);
     assert_eq!(r.raw.processes[0].name, "renamed");
     assert_eq!(r.raw.lost_records, 3);
+    assert_eq!(
+        r.raw.resources,
+        [
+            unix_socket("/run/x.sock", Some("/run/x.sock")),
+            unix_socket("pipe:[5]", None)
+        ]
+    );
+    let wait = crate::sample::RawWait {
+        arg0: 3,
+        resource: Some(0),
+        pollfd0: None,
+    };
+    assert_eq!(r.raw.waits, [(499, wait)]);
+}
+
+/// A spool of one append of `samples` with `delta`, read back.
+fn one_append(delta: &Delta, samples: &[Woken]) -> Recovered {
+    let file = tempfile::tempfile().expect("tempfile");
+    let mut reader = file.try_clone().expect("clone");
+    let sink = SpoolSink::new(file, &meta()).expect("sink");
+    sink.append(delta, samples).expect("append");
+    let mut bytes = Vec::new();
+    reader.rewind().expect("rewind");
+    reader.read_to_end(&mut bytes).expect("read");
+    read(&bytes[..]).expect("read")
+}
+
+#[test]
+fn waits_and_resources_that_name_missing_rows_end_the_spool() {
+    let stack = Delta {
+        frames: vec![RawFrame::Kernel { addr: 1 }],
+        stacks: vec![RawStackNode {
+            parent: None,
+            frame: 0,
+        }],
+        ..Delta::default()
+    };
+    let samples: Vec<Woken> = (0..3).map(|i| sample(i, 0)).collect();
+    let pipe = unix_socket("pipe:[5]", None);
+    let bad = [
+        // A resource past the end of the table.
+        Delta {
+            resources: vec![(1, pipe.clone())],
+            ..stack.clone()
+        },
+        // A wait naming a resource not recorded (directly, or as its pollfd's).
+        Delta {
+            waits: vec![SpoolWait(0, 3, Some(0), None)],
+            ..stack.clone()
+        },
+        Delta {
+            resources: vec![(0, pipe.clone())],
+            waits: vec![SpoolWait(0, 3, None, Some((4, Some(1))))],
+            ..stack.clone()
+        },
+        // Waits out of order, or two for one sample.
+        Delta {
+            waits: vec![SpoolWait(2, 3, None, None), SpoolWait(1, 3, None, None)],
+            ..stack.clone()
+        },
+        Delta {
+            waits: vec![SpoolWait(1, 3, None, None), SpoolWait(1, 4, None, None)],
+            ..stack.clone()
+        },
+        // A name longer than a recording may hold.
+        Delta {
+            resources: vec![(0, unix_socket(&"x".repeat(MAX_STRING + 1), None))],
+            ..stack.clone()
+        },
+    ];
+    for d in bad {
+        let r = one_append(&d, &samples);
+        assert!(r.problem.is_some(), "{d:?}");
+        assert!(r.raw.samples.is_empty() && r.raw.waits.is_empty(), "{d:?}");
+    }
+    // A wait past the samples its append delivered is dropped, the others kept.
+    let d = Delta {
+        resources: vec![(0, pipe.clone())],
+        waits: vec![SpoolWait(1, 3, Some(0), None), SpoolWait(3, 4, None, None)],
+        ..stack
+    };
+    let r = one_append(&d, &samples);
+    assert_eq!(r.problem, None);
+    let kept: Vec<u32> = r.raw.waits.iter().map(|w| w.0).collect();
+    assert_eq!(kept, [1]);
+    assert_eq!(r.raw.resources, [pipe]);
 }
 
 #[test]
@@ -181,6 +288,13 @@ fn damaged_bytes_never_panic_and_indices_are_checked() {
                     .samples
                     .iter()
                     .all(|s| s.stack.get().is_none_or(|x| (x as usize) < stacks))
+            );
+            let (n, res) = (r.raw.samples.len(), r.raw.resources.len());
+            assert!(r.raw.waits.windows(2).all(|w| w[0].0 < w[1].0));
+            assert!(
+                r.raw.waits.iter().all(
+                    |(i, w)| (*i as usize) < n && w.resource.is_none_or(|x| (x as usize) < res)
+                )
             );
         }
     }

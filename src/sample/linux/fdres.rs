@@ -290,6 +290,12 @@ impl Resolver {
         resource
     }
 
+    /// The resources found so far, indexed as `resolve` returned them (the crash spool
+    /// sends them as they grow; a row may change once, see `redescribe`).
+    pub(crate) fn resources(&self) -> &[Resource] {
+        &self.resources
+    }
+
     /// Every resource found, indexed as `resolve` returned them.
     pub(crate) fn into_resources(self) -> Vec<Resource> {
         self.resources

@@ -931,6 +931,7 @@ impl Processor {
             kernel_names: &self.kernel_names,
             samples: &self.samples,
             off_cpu: self.offcpu.done(),
+            resources: self.fds.resources(),
             lost_records: self.lost,
         }
     }

@@ -9,17 +9,19 @@
 //! threads are compared with the copies last sent, and only changed ones are copied. The spool never stops
 //! the sampling: the first write error ends the spool and becomes one quality warning.
 //! Off-CPU intervals are appended as they close (`OffCpu::done` only grows), as
-//! off-CPU samples with their state, stack and waker; what their blocked call waited
-//! on (`RawWait`, resolved descriptors) is not spooled, and intervals still open when
-//! profmap stops are lost with it.
+//! off-CPU samples with their state, stack and waker, and what their blocked call
+//! waited on (`RawWait`) with the resources resolved so far: the resolver's table only
+//! grows, but a row may be described again in place (a Unix socket once connected), so
+//! rows that differ from the copies last sent are sent again. Intervals still open when
+//! profmap stops are lost.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::process::Processor;
-use crate::profile::spool::{Delta, SamplerInfo, SpoolSink};
-use crate::profile::{ThreadSample, Woken};
+use crate::profile::spool::{Delta, SamplerInfo, SpoolSink, SpoolWait};
+use crate::profile::{Resource, ThreadSample, Woken};
 use crate::sample::{RawFrame, RawModule, RawProcess, RawStackNode, RawThread};
 
 /// How often the drain thread appends: what a crash loses at most (besides the
@@ -41,6 +43,8 @@ pub(crate) struct View<'a> {
     pub samples: &'a [ThreadSample],
     /// Off-CPU intervals closed so far, absolute times.
     pub off_cpu: &'a [super::offcpu::Interval],
+    /// Descriptors resolved so far.
+    pub resources: &'a [Resource],
     /// Records the kernel dropped so far.
     pub lost_records: u64,
 }
@@ -63,9 +67,10 @@ pub(crate) struct SpoolWriter {
     sink: Option<Arc<SpoolSink>>,
     /// What the spool holds already.
     sent: Sent,
-    /// Processes and threads as last appended.
+    /// Processes, threads and resources as last appended.
     procs: HashMap<i32, RawProcess>,
     threads: HashMap<i32, RawThread>,
+    resources: Vec<Resource>,
     /// What the sampler is, until the first append carries it.
     sampler: Option<SamplerInfo>,
     /// When the last append was made.
@@ -84,6 +89,7 @@ impl SpoolWriter {
             sent: Sent::default(),
             procs: HashMap::new(),
             threads: HashMap::new(),
+            resources: Vec::new(),
             sampler: Some(sampler),
             last: Instant::now(),
             spent: Duration::ZERO,
@@ -123,7 +129,7 @@ impl SpoolWriter {
         let s = self.sent;
         let tail = |len: usize, from: usize| from.min(len)..len;
         let (at_unix_s, at_mono_ns) = now();
-        let delta = Delta {
+        let mut delta = Delta {
             at_unix_s,
             at_mono_ns,
             sampler: self.sampler.take(),
@@ -137,16 +143,17 @@ impl SpoolWriter {
             kernel_names: v.kernel_names[tail(v.kernel_names.len(), s.kernel_names)].to_vec(),
             processes: self.changed_processes(p),
             threads: changed(&mut self.threads, p.raw_threads(), |t| t.tid),
+            resources: changed_rows(&mut self.resources, v.resources),
+            waits: Vec::new(),
             lost_records: v.lost_records,
         };
-        let samples = v.samples[tail(v.samples.len(), s.samples)]
-            .iter()
-            .map(|&s| (s, None))
-            .chain(
-                v.off_cpu[tail(v.off_cpu.len(), s.off_cpu)]
-                    .iter()
-                    .map(|iv| (iv.sample(), iv.waker)),
-            )
+        let on_cpu = &v.samples[tail(v.samples.len(), s.samples)];
+        let closed = &v.off_cpu[tail(v.off_cpu.len(), s.off_cpu)];
+        delta.waits = (closed.iter().enumerate())
+            .filter_map(|(k, iv)| Some(SpoolWait::new((on_cpu.len() + k) as u32, iv.wait?)))
+            .collect();
+        let samples = (on_cpu.iter().map(|&s| (s, None)))
+            .chain(closed.iter().map(|iv| (iv.sample(), iv.waker)))
             .collect();
         self.sent = Sent {
             modules: v.modules.len(),
@@ -205,6 +212,22 @@ fn changed<T: Clone + PartialEq>(
     out
 }
 
+/// The rows of `now` that are new or differ from `last` (the copies sent), with their
+/// index; `last` becomes `now`.
+fn changed_rows<T: Clone + PartialEq>(last: &mut Vec<T>, now: &[T]) -> Vec<(u32, T)> {
+    let out: Vec<(u32, T)> = (now.iter().enumerate())
+        .filter(|&(i, r)| last.get(i) != Some(r))
+        .map(|(i, r)| (i as u32, r.clone()))
+        .collect();
+    for (i, r) in &out {
+        match last.get_mut(*i as usize) {
+            Some(slot) => *slot = r.clone(),
+            None => last.push(r.clone()),
+        }
+    }
+    out
+}
+
 /// Wall-clock seconds since the epoch, and CLOCK_MONOTONIC ns.
 fn now() -> (f64, u64) {
     let unix = std::time::SystemTime::now()
@@ -239,5 +262,16 @@ mod tests {
             |t| t.tid,
         );
         assert_eq!(some, [thread(2, "renamed"), thread(3, "c")]);
+    }
+
+    #[test]
+    fn resources_are_sent_when_new_or_described_again() {
+        let mut sent = Vec::new();
+        let first = changed_rows(&mut sent, &["a", "b"]);
+        assert_eq!(first, [(0, "a"), (1, "b")]);
+        assert!(changed_rows(&mut sent, &["a", "b"]).is_empty());
+        let again = changed_rows(&mut sent, &["a", "b2", "c"]);
+        assert_eq!(again, [(1, "b2"), (2, "c")]);
+        assert_eq!(sent, ["a", "b2", "c"]);
     }
 }
