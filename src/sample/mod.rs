@@ -12,6 +12,7 @@ pub mod linux;
 /// Switch-out stack copies per second and thread at most (the copy event's frequency
 /// mode): a thread switching out more often borrows most of its stacks.
 pub const SWITCH_COPY_RATE: u64 = 1000;
+pub mod connwait;
 pub mod protocol;
 pub mod waiton;
 

@@ -30,7 +30,7 @@
 //! openat (a directory fd or AT_FDCWD, not what is opened) and every other syscall.
 
 use crate::profile::{FrameKind, SampledProfile, WaitOn};
-use crate::sample::RawWait;
+use crate::sample::{RawWait, connwait};
 
 /// Syscalls whose first argument is a descriptor.
 const FD_FIRST: &[&str] = &[
@@ -167,6 +167,7 @@ pub fn attach_waits(p: &mut SampledProfile, raw: &[(u32, RawWait)]) {
         ..Kept::default()
     };
     let mut waits = Vec::new();
+    let conns = connwait::Connections::of(&p.sockets, &p.resources);
     for &(i, ref w) in raw {
         let Some(s) = p.samples.get(i as usize) else {
             continue;
@@ -184,6 +185,17 @@ pub fn attach_waits(p: &mut SampledProfile, raw: &[(u32, RawWait)]) {
                 takes_fd_first(&syscall).then_some(w.arg0 as u32 as i32),
                 w.resource,
             ),
+        };
+        // A descriptor that named no addressed socket when looked up (closed and reused
+        // by then): the connection it held when the wait ended, if traffic shows one.
+        let raw_resource = match fd {
+            Some(f)
+                if connwait::unnamed(raw_resource.and_then(|r| p.resources.get(r as usize))) =>
+            {
+                let end = s.time_ns.saturating_add(s.weight_ns);
+                conns.at(s.pid, f, end).or(raw_resource)
+            }
+            _ => raw_resource,
         };
         let resource = raw_resource
             .filter(|_| fd.is_some())
