@@ -92,6 +92,33 @@ pub fn unnamed(r: Option<&Resource>) -> bool {
     })
 }
 
+/// A client's connection with one round trip, for tests.
+#[cfg(test)]
+pub(crate) fn socket_row(
+    pid: i32,
+    fd: i32,
+    resource: Option<u32>,
+    first_ns: u64,
+    last_ns: u64,
+) -> SocketTraffic {
+    SocketTraffic {
+        pid,
+        fd,
+        resource,
+        sends: 1,
+        recvs: 1,
+        bytes_sent: 1,
+        bytes_received: 1,
+        round_trips: 1,
+        connected: true,
+        sent_first: true,
+        first_ns,
+        last_ns,
+        protocol: None,
+        turns: Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,22 +136,7 @@ mod tests {
     }
 
     fn conn(fd: i32, first_ns: u64, last_ns: u64, resource: u32) -> SocketTraffic {
-        SocketTraffic {
-            pid: 7,
-            fd,
-            resource: Some(resource),
-            sends: 1,
-            recvs: 1,
-            bytes_sent: 1,
-            bytes_received: 1,
-            round_trips: 1,
-            connected: true,
-            sent_first: true,
-            first_ns,
-            last_ns,
-            protocol: None,
-            turns: Vec::new(),
-        }
+        socket_row(7, fd, Some(resource), first_ns, last_ns)
     }
 
     #[test]

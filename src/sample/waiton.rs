@@ -393,22 +393,7 @@ mod tests {
     #[test]
     fn sockets_keep_their_resources_and_follow_the_renumbering() {
         let res = |name: &str| resource(ResourceKind::SocketTcp, name);
-        let socket = |resource| crate::profile::SocketTraffic {
-            pid: 1,
-            fd: 3,
-            resource,
-            sends: 1,
-            recvs: 1,
-            bytes_sent: 1,
-            bytes_received: 1,
-            round_trips: 1,
-            connected: true,
-            sent_first: true,
-            first_ns: 0,
-            last_ns: 1,
-            protocol: None,
-            turns: Vec::new(),
-        };
+        let socket = |resource| crate::sample::connwait::socket_row(1, 3, resource, 0, 1);
         let mut p = SampledProfile {
             resources: vec![res("unused"), res("a"), res("b")],
             sockets: vec![
