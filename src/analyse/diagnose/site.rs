@@ -36,7 +36,12 @@ pub fn peer_site(
     match (carrying, p.sites.first()) {
         (Some(s), _) if !s.system => {
             let s = enclosing_caller(f, p, s);
-            return (s.call_site.clone(), vec![s.id.clone()]);
+            // The line the calls are made from, where the peer's waits name one in that
+            // function (`<module> (client.py:3)`, not the module's first line).
+            let at = (p.sites.iter())
+                .find(|(site, _)| function(site) == function(&s.call_site))
+                .map_or_else(|| s.call_site.clone(), |(site, _)| site.clone());
+            return (at, vec![s.id.clone()]);
         }
         (Some(s), Some((site, _))) => return (site.clone(), vec![s.id.clone()]),
         _ => {}
@@ -260,6 +265,32 @@ mod tests {
         f.steps[2].wall_ms = 400.0;
         let (at, _) = peer_site(&f, &p, carries);
         assert_eq!(at, "read_response (c.c:46)");
+    }
+
+    #[test]
+    fn the_site_names_the_line_the_peers_waits_came_from() {
+        use super::super::super::resources::ResourceRole;
+        let mut f = testing::facts(1000.0);
+        // A Python module's step is labelled by the module's first line; its waits on
+        // the peer were made from line 3.
+        f.steps = vec![StepFact {
+            resources: vec![testing::res("python3:8822", 500.0, Some(1500), Some(1500))],
+            ..testing::step("1.1", "<module> (client.py:1)", 900.0)
+        }];
+        let mut p = testing::peer("python3:8822", ResourceRole::Service, 500.0);
+        p.sites = vec![
+            ("urlopen (request.py:216)".into(), 500.0),
+            ("<module> (client.py:3)".into(), 450.0),
+        ];
+        let (at, steps) = peer_site(&f, &p, |_| true);
+        assert_eq!(
+            (at.as_str(), steps),
+            ("<module> (client.py:3)", vec!["1.1".to_string()])
+        );
+        // No site in that function: the step's own label.
+        p.sites.truncate(1);
+        let (at, _) = peer_site(&f, &p, |_| true);
+        assert_eq!(at, "<module> (client.py:1)");
     }
 
     #[test]
