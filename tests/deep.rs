@@ -552,10 +552,15 @@ fn many_runs_of_one_program_are_one_step() {
     let bin = compile("three_funcs", &[]);
     let d = tempfile::tempdir().expect("tempdir");
     // Forty short runs from a shell loop: each alone is under 1 % of the session.
-    // ~30 ms each (~1000 samples in all): 8-10 ms runs left func_b and func_c ~50
-    // samples apart, which CI saw inverted twice (1,000,000 units took 27 ms on one of
-    // these machines, 10 ms on another: now three times that).
-    let script = format!("for i in $(seq 40); do {} 3000000; done", bin.display());
+    // A fixed amount of work (~55 ms a run here), not three_funcs' CPU-time budgets:
+    // with 32 KiB stack copies per sample, budgets of 0.5-1.25 ms per call came out
+    // 60:20:20 instead of 50:30:20 — `perf record --call-graph dwarf` measures the same
+    // skew (57:22:20), plain `perf record` 47:32:20 — and CI saw func_b and func_c
+    // inverted. Fixed work splits 5:3:2 under either profiler (1077:642:404 ms here).
+    let script = format!(
+        "for i in $(seq 40); do {} 2000000 fixed; done",
+        bin.display()
+    );
     record(d.path(), Path::new("sh"), &["-c", &script]);
     let map = valid_map(d.path());
     let group = steps(&map)
@@ -578,7 +583,13 @@ fn many_runs_of_one_program_are_one_step() {
         "{top}"
     );
     let cpu = |f: &str| hotspot_sum(&map, f, "self_cpu_time_ms");
-    assert!(cpu("func_a") > cpu("func_b") && cpu("func_b") > cpu("func_c"));
+    let (a_ms, b_ms, c_ms) = (cpu("func_a"), cpu("func_b"), cpu("func_c"));
+    eprintln!("self CPU ms: func_a {a_ms}, func_b {b_ms}, func_c {c_ms}");
+    assert!(
+        a_ms > b_ms && b_ms > c_ms,
+        "self CPU ms: func_a {a_ms}, func_b {b_ms}, func_c {c_ms}: {}",
+        map["profile_result"]["hotspots"]
+    );
     // The flamegraph input merges them the same way.
     let folded = std::fs::read_to_string(d.path().join("stacks.folded")).expect("folded");
     let func_a: Vec<&str> = folded.lines().filter(|l| l.contains(";func_a")).collect();
