@@ -1,8 +1,8 @@
 //! The verdict on multi-process and multi-threaded programs, end to end through the
 //! binary, on fixtures whose critical path is known by construction
 //! (tests/fixtures/c/verdict.c): who the run waited for is the bottleneck, not the
-//! waiting; idle threads carry nothing; touching fresh pages is Memory. Every map's
-//! top-level shares add up to 100 %.
+//! waiting (also when it waits in timed waits made again); idle threads carry nothing;
+//! touching fresh pages is Memory. Every map's top-level shares add up to 100 %.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod common;
@@ -224,6 +224,29 @@ fn an_event_loop_idle_on_epoll_beside_a_computing_thread_is_not_unknown() {
         .as_f64()
         .unwrap_or(0.0);
     assert!(poll < 15.0, "poll wait {poll} ms on the critical path");
+}
+
+#[test]
+fn a_main_thread_polling_a_worker_in_timed_waits_waits_for_the_worker() {
+    // As `xz -T2` does: main waits for its workers in condition waits that time out
+    // every 300 ms (here 20 ms) and are made again; the worker's signal ends the last.
+    let _g = serial();
+    let bin = compile("verdict", &[]);
+    let map = record(&[bin.to_str().unwrap(), "timedwait", "400"]).1;
+    assert_shares_add_up(&map);
+    assert_eq!(class(&map), "CPU", "{map:#}");
+    let spin = bottleneck_share(&map, "spin_work");
+    let thread = pr(&map)["performance_map"]["wait_breakdown_ms"]["thread"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(
+        spin >= 80.0,
+        "spin_work {spin}%, waits {thread} ms: {map:#}"
+    );
+    assert!(
+        thread < 40.0,
+        "condition waits {thread} ms on the critical path"
+    );
 }
 
 #[test]

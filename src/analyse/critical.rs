@@ -33,7 +33,12 @@
 //!   serialized, even where the walk reaches it without passing through a lock wait
 //!   (and so is its time preempted then: runnable, holding the lock, without a CPU);
 //! - before a thread existed, the walk continues on its creator (the process's main
-//!   thread, or the parent process's).
+//!   thread, or the parent process's);
+//! - a wait that timed out and was made again at once from the same place (a timed
+//!   condition wait in a loop, as `xz -T` waits for its workers with a 300 ms timeout
+//!   for its progress line) is one wait: when a thread of the tree ends the last of
+//!   them, the walk continues on that thread from the start of the first, instead of
+//!   charging the timeouts to the waiting thread.
 //!
 //! A wake-up issued from an interrupt that happened to run while a tree thread was on
 //! the CPU is not that thread's doing. Wake-ups carry no stack (it doubled their cost),
@@ -59,7 +64,7 @@
 
 use std::collections::HashMap;
 
-use crate::profile::{FrameKind, SampleKind, SampledProfile, Samples};
+use crate::profile::{FrameKind, Leaf, SampleKind, SampledProfile, Samples};
 
 use super::FastMap;
 use super::classify::WaitCategory;
@@ -67,6 +72,10 @@ use super::classify::WaitCategory;
 /// A burst of running that no sample covered is given to the switch-out that ends it
 /// when that comes within this long.
 const BURST_MAX_NS: u64 = 10_000_000;
+
+/// Waits from one place (the same stack) with at most this much running between them
+/// are one wait made again (see [`Walk::retried`]).
+const RETRY_GAP_NS: u64 = 1_000_000;
 
 /// Time of the critical path charged to one sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -280,6 +289,7 @@ pub fn critical_path(
             ..Default::default()
         },
         unsampled: HashMap::new(),
+        retries: FastMap::default(),
         work: vec![Work::Start(Item {
             tid: start_tid,
             lo: first,
@@ -419,7 +429,22 @@ struct Walk<'a, 'c> {
     pending: Option<Credit>,
     cp: CriticalPath,
     unsampled: HashMap<(i32, i32, bool), u64>,
+    /// Per thread, the last run of retried waits looked at: its off-CPU intervals
+    /// `from..=to` and what ends it (see [`Walk::retried`]).
+    retries: FastMap<i32, (usize, usize, Option<Retry>)>,
     work: Vec<Work>,
+}
+
+/// The wait that ends a run of retried waits: a thread of the tree ended it.
+#[derive(Debug, Clone, Copy)]
+struct Retry {
+    /// Its index in the thread's off-CPU intervals.
+    index: usize,
+    sample: usize,
+    waker: i32,
+    wake_ns: u64,
+    end_ns: u64,
+    lock: bool,
 }
 
 impl Walk<'_, '_> {
@@ -549,6 +574,23 @@ impl Walk<'_, '_> {
             let (a, b) = (start.max(f.t), o_end.min(hi));
             f.t = f.t.max(b);
             if b > a
+                && o.waker(s).is_none()
+                && let Some(r) = self.retried(line, tid, f.next - 1)
+                && r.wake_ns > a
+            {
+                // The run waited for the thread that ended the last retry, from here.
+                let (mid, end) = (r.wake_ns.min(hi), r.end_ns.min(hi));
+                if end > mid {
+                    self.credit(r.sample, end - mid, Some(WaitCategory::Runqueue));
+                }
+                f.t = f.t.max(mid).max(end);
+                f.next = r.index + 1;
+                let piece = Walk::child(&f.item, r.waker, a, mid, via_lock || r.lock);
+                self.work.push(Work::Resume(f));
+                self.work.push(piece);
+                return;
+            }
+            if b > a
                 && let Some((w, lo, hi)) = self.wait(line, tid, o, (a, b), via_lock)
             {
                 let piece = Walk::child(&f.item, w, lo, hi, via_lock || o.lock());
@@ -567,6 +609,49 @@ impl Walk<'_, '_> {
                 .map(Off::sample);
             self.running(line, tid, (f.t, hi), ends, via_lock);
         }
+    }
+
+    /// When off-CPU interval `k` of thread `tid`'s line, ended by no thread of the tree,
+    /// begins a run of waits from the same stack with little running between them (a
+    /// timed wait that timed out and was made again) whose last wait a thread of the
+    /// tree ended: that wait. Runs are remembered per thread, so a long one is scanned
+    /// once however many pieces of the walk fall in it.
+    fn retried(&mut self, line: &Line, tid: i32, k: usize) -> Option<Retry> {
+        if let Some(&(from, to, r)) = self.retries.get(&tid)
+            && (from..=to).contains(&k)
+        {
+            return r;
+        }
+        let s = &self.p.samples;
+        let first = line.off.get(k)?;
+        let site = s[first.sample()].stack;
+        if site == Leaf::NONE || first.preempted() {
+            return None;
+        }
+        let mut end = first.end(s);
+        let mut j = k + 1;
+        let mut found = None;
+        while let Some(o) = line.off.get(j) {
+            let from_site = s[o.sample()].stack == site && !o.preempted();
+            if !from_site || o.start(s) > end.saturating_add(RETRY_GAP_NS) {
+                break;
+            }
+            if let Some((waker, wake_ns)) = o.waker(s) {
+                found = (waker != tid && self.lines.contains_key(&waker)).then(|| Retry {
+                    index: j,
+                    sample: o.sample(),
+                    waker,
+                    wake_ns,
+                    end_ns: o.end(s),
+                    lock: o.lock(),
+                });
+                break;
+            }
+            end = end.max(o.end(s));
+            j += 1;
+        }
+        self.retries.insert(tid, (k, j, found));
+        found
     }
 
     /// `[a, b)` of an off-CPU interval `o` of thread `tid`; returns the piece to walk
@@ -918,6 +1003,54 @@ mod tests {
         // The producer's idle tail (off-CPU after its work) is on nobody's path.
         assert!(cp.credits().all(|c| p.0.samples[c.sample as usize].tid != 2
             || p.0.samples[c.sample as usize].kind == SampleKind::OnCpu));
+    }
+
+    /// Sets the stack of every sample of thread `tid` to leaf 0 (one wait site).
+    fn one_site(mut p: P, tid: i32) -> P {
+        p.0.stacks.push(StackNode {
+            frame: 0,
+            parent: None,
+        });
+        for s in p.0.samples.iter_mut().filter(|s| s.tid == tid) {
+            s.stack = Some(0).into();
+        }
+        p
+    }
+
+    #[test]
+    fn timed_waits_made_again_until_a_thread_ends_one_are_one_wait_for_it() {
+        // Main (1) waits from one place in 4 ms timed waits that time out (no waker),
+        // 0.1 ms apart, until the worker (2), computing [0, 13) ms, ends the fourth at
+        // 13 ms: the run waited for the worker all along.
+        let p = P::new(&[(1, None)])
+            .thread(1, 2)
+            .off(1, 0, 4 * MS, None)
+            .off(1, 4_100_000, 8_100_000, None)
+            .off(1, 8_200_000, 12_200_000, None)
+            .off(1, 12_300_000, 13_050_000, Some((2, 13 * MS)))
+            .on(2, 0, 13);
+        let p = one_site(p, 1);
+        let cp = p.path(&[]);
+        let by = per_tid(&p.0, &cp);
+        assert_eq!(total(&cp), 13_050_000, "{cp:?}");
+        assert_eq!(by.get(&2).copied(), Some(13 * MS), "{by:?}");
+        // Only the wake-up latency of the last wait is main's.
+        assert_eq!(by.get(&1).copied(), Some(50_000), "{by:?}");
+        assert_eq!(charged_as(&cp, WaitCategory::Runqueue), 50_000);
+        // Waits from different places, or a gap of real work, are not one wait: the
+        // same line with main computing 2 ms between its second and third wait.
+        let p = P::new(&[(1, None)])
+            .thread(1, 2)
+            .off(1, 0, 4 * MS, None)
+            .off(1, 4_100_000, 8 * MS, None)
+            .on(1, 8, 10)
+            .off(1, 10 * MS, 13_050_000, Some((2, 13 * MS)))
+            .on(2, 0, 13);
+        let p = one_site(p, 1);
+        let cp = p.path(&[]);
+        let by = per_tid(&p.0, &cp);
+        assert_eq!(by.get(&2).copied(), Some(3 * MS), "{by:?}");
+        assert_eq!(by.get(&1).copied(), Some(10_050_000), "{by:?}");
     }
 
     #[test]
