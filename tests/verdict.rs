@@ -250,6 +250,27 @@ fn a_main_thread_polling_a_worker_in_timed_waits_waits_for_the_worker() {
 }
 
 #[test]
+fn a_python_main_joining_a_worker_with_a_timeout_in_a_loop_waits_for_the_worker() {
+    // `while t.is_alive(): t.join(timeout=0.05)`: each timeout is followed by a wait for
+    // the GIL before the next join wait; the worker's computing is what the run waited for.
+    let _g = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    let script = d.path().join("joiner.py");
+    std::fs::write(
+        &script,
+        "import threading\n\
+         def work():\n    s = 0\n    for i in range(12_000_000):\n        s += i % 7\n\
+         t = threading.Thread(target=work)\nt.start()\n\
+         while t.is_alive():\n    t.join(timeout=0.05)\n",
+    )
+    .expect("script");
+    let map = record(&["/usr/bin/python3", script.to_str().unwrap()]).1;
+    assert_shares_add_up(&map);
+    let work = bottleneck_share(&map, "work");
+    assert!(work >= 60.0, "work {work}%: {:#}", bottlenecks(&map)[0]);
+}
+
+#[test]
 fn touching_a_gib_of_fresh_pages_is_memory() {
     let _g = serial();
     let bin = compile("verdict", &[]);

@@ -64,7 +64,7 @@
 
 use std::collections::HashMap;
 
-use crate::profile::{FrameKind, Leaf, SampleKind, SampledProfile, Samples};
+use crate::profile::{FrameKind, SampleKind, SampledProfile, Samples};
 
 use super::FastMap;
 use super::classify::WaitCategory;
@@ -73,9 +73,9 @@ use super::classify::WaitCategory;
 /// when that comes within this long.
 const BURST_MAX_NS: u64 = 10_000_000;
 
-/// Waits from one place (the same stack) with at most this much running between them
-/// are one wait made again (see [`Walk::retried`]).
-const RETRY_GAP_NS: u64 = 1_000_000;
+/// Waits from one place (the same stack) at most this far apart are one wait made again
+/// (see [`Walk::retried`]): room for a GIL hand-over (Python's switch interval is 5 ms).
+const RETRY_GAP_NS: u64 = 10_000_000;
 
 /// Time of the critical path charged to one sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -290,6 +290,7 @@ pub fn critical_path(
         },
         unsampled: HashMap::new(),
         retries: FastMap::default(),
+        sites: FastMap::default(),
         work: vec![Work::Start(Item {
             tid: start_tid,
             lo: first,
@@ -429,9 +430,11 @@ struct Walk<'a, 'c> {
     pending: Option<Credit>,
     cp: CriticalPath,
     unsampled: HashMap<(i32, i32, bool), u64>,
-    /// Per thread, the last run of retried waits looked at: its off-CPU intervals
+    /// Per thread and wait site, the last run of retried waits looked at: its off-CPU intervals
     /// `from..=to` and what ends it (see [`Walk::retried`]).
-    retries: FastMap<i32, (usize, usize, Option<Retry>)>,
+    retries: FastMap<(i32, u32), (usize, usize, Option<Retry>)>,
+    /// Each stack's wait site (see [`Walk::site`]).
+    sites: FastMap<u32, Option<u32>>,
     work: Vec<Work>,
 }
 
@@ -612,29 +615,34 @@ impl Walk<'_, '_> {
     }
 
     /// When off-CPU interval `k` of thread `tid`'s line, ended by no thread of the tree,
-    /// begins a run of waits from the same stack with little running between them (a
-    /// timed wait that timed out and was made again) whose last wait a thread of the
-    /// tree ended: that wait. Runs are remembered per thread, so a long one is scanned
+    /// begins a run of waits from the same stack at most [`RETRY_GAP_NS`] apart (a timed
+    /// wait that timed out and was made again; other waits between them are part of it)
+    /// whose last wait a thread of the tree ended: that wait. Runs are remembered per thread, so a long one is scanned
     /// once however many pieces of the walk fall in it.
     fn retried(&mut self, line: &Line, tid: i32, k: usize) -> Option<Retry> {
-        if let Some(&(from, to, r)) = self.retries.get(&tid)
+        let first = line.off.get(k)?;
+        if first.preempted() {
+            return None;
+        }
+        let site = self.site(first.sample())?;
+        if let Some(&(from, to, r)) = self.retries.get(&(tid, site))
             && (from..=to).contains(&k)
         {
             return r;
         }
         let s = &self.p.samples;
-        let first = line.off.get(k)?;
-        let site = s[first.sample()].stack;
-        if site == Leaf::NONE || first.preempted() {
-            return None;
-        }
         let mut end = first.end(s);
         let mut j = k + 1;
         let mut found = None;
         while let Some(o) = line.off.get(j) {
-            let from_site = s[o.sample()].stack == site && !o.preempted();
-            if !from_site || o.start(s) > end.saturating_add(RETRY_GAP_NS) {
+            if o.start(s) > end.saturating_add(RETRY_GAP_NS) {
                 break;
+            }
+            // Other waits between two from the site belong to the retry: Python's join
+            // with a timeout waits for the GIL before it waits again.
+            if o.preempted() || self.site(o.sample()) != Some(site) {
+                j += 1;
+                continue;
             }
             if let Some((waker, wake_ns)) = o.waker(s) {
                 found = (waker != tid && self.lines.contains_key(&waker)).then(|| Retry {
@@ -650,8 +658,37 @@ impl Walk<'_, '_> {
             end = end.max(o.end(s));
             j += 1;
         }
-        self.retries.insert(tid, (k, j, found));
+        self.retries.insert((tid, site), (k, j, found));
         found
+    }
+
+    /// Where in the program sample `i`'s wait was made: the deepest frame of its stack
+    /// that is not the kernel's (the kernel's frames at a switch-out vary from one wait
+    /// to the next: `futex_do_wait` or `__schedule` on top). Kept per stack.
+    fn site(&mut self, i: usize) -> Option<u32> {
+        let leaf = self.p.samples[i].stack.get()?;
+        if let Some(&site) = self.sites.get(&leaf) {
+            return site;
+        }
+        let (stacks, frames) = (&self.p.stacks, &self.p.frames);
+        let mut cur = Some(leaf);
+        let mut site = None;
+        // Bounded however the recording's parents point.
+        for _ in 0..stacks.len() {
+            let Some(node) = cur.and_then(|n| stacks.get(n as usize)) else {
+                break;
+            };
+            let kernel = frames
+                .get(node.frame as usize)
+                .is_some_and(|f| f.kind == FrameKind::Kernel);
+            if !kernel {
+                site = cur;
+                break;
+            }
+            cur = node.parent;
+        }
+        self.sites.insert(leaf, site);
+        site
     }
 
     /// `[a, b)` of an off-CPU interval `o` of thread `tid`; returns the piece to walk
@@ -1037,20 +1074,47 @@ mod tests {
         // Only the wake-up latency of the last wait is main's.
         assert_eq!(by.get(&1).copied(), Some(50_000), "{by:?}");
         assert_eq!(charged_as(&cp, WaitCategory::Runqueue), 50_000);
-        // Waits from different places, or a gap of real work, are not one wait: the
-        // same line with main computing 2 ms between its second and third wait.
+        // Real work between two waits (12 ms) ends the run of retries.
         let p = P::new(&[(1, None)])
             .thread(1, 2)
             .off(1, 0, 4 * MS, None)
             .off(1, 4_100_000, 8 * MS, None)
-            .on(1, 8, 10)
-            .off(1, 10 * MS, 13_050_000, Some((2, 13 * MS)))
-            .on(2, 0, 13);
+            .on(1, 8, 20)
+            .off(1, 20 * MS, 23_050_000, Some((2, 23 * MS)))
+            .on(2, 0, 23);
         let p = one_site(p, 1);
         let cp = p.path(&[]);
         let by = per_tid(&p.0, &cp);
         assert_eq!(by.get(&2).copied(), Some(3 * MS), "{by:?}");
-        assert_eq!(by.get(&1).copied(), Some(10_050_000), "{by:?}");
+        assert_eq!(by.get(&1).copied(), Some(20_050_000), "{by:?}");
+    }
+
+    #[test]
+    fn other_waits_between_the_retries_of_a_timed_wait_are_part_of_it() {
+        // Python's `join(timeout)` in a loop: each timeout is followed by a wait for the
+        // GIL (another place, ended by the worker) before the next join wait.
+        let mut p = P::new(&[(1, None)])
+            .thread(1, 2)
+            .off(1, 0, 4 * MS, None)
+            .off(1, 4_050_000, 6 * MS, Some((2, 6 * MS)))
+            .off(1, 6_050_000, 10 * MS, None)
+            .off(1, 10_050_000, 12 * MS, Some((2, 12 * MS)))
+            .off(1, 12_050_000, 13_050_000, Some((2, 13 * MS)))
+            .on(2, 0, 13);
+        for _ in 0..2 {
+            p.0.stacks.push(StackNode {
+                frame: 0,
+                parent: None,
+            });
+        }
+        for (n, s) in p.0.samples.iter_mut().filter(|s| s.tid == 1).enumerate() {
+            // Join waits at stack 0, GIL waits at stack 1.
+            s.stack = Some(if n % 2 == 0 { 0 } else { 1 }).into();
+        }
+        let cp = p.path(&[]);
+        let by = per_tid(&p.0, &cp);
+        assert_eq!(by.get(&2).copied(), Some(13 * MS), "{by:?}");
+        assert_eq!(by.get(&1).copied(), Some(50_000), "{by:?}");
     }
 
     #[test]
