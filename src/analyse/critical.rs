@@ -64,7 +64,7 @@
 
 use std::collections::HashMap;
 
-use crate::profile::{FrameKind, SampleKind, SampledProfile, Samples};
+use crate::profile::{FrameKind, SampleKind, SampledProfile, Samples, WaitState};
 
 use super::FastMap;
 use super::classify::WaitCategory;
@@ -251,13 +251,19 @@ pub fn followed_waker(p: &SampledProfile, i: usize, category: WaitCategory) -> O
 /// The row of the wakers table of [`followed_waker`]'s wake-up.
 fn followed_row(p: &SampledProfile, i: usize, category: WaitCategory) -> Option<u32> {
     let s = p.samples.get(i)?;
-    let hardware = matches!(
-        category,
-        WaitCategory::Sleep | WaitCategory::File | WaitCategory::PageFault
-    );
+    let hardware = ended_by_hardware(category);
     let row = p.samples.waker_row(i)?;
     let w = p.samples.waker_at(row)?;
     (w.tid != s.tid && !hardware && !is_interrupt_wake(p, w.stack)).then_some(row)
+}
+
+/// A wait of this kind is ended by hardware (a sleep's timer, a disk, a page fault),
+/// whoever was on the CPU then: never by the thread whose wake-up is recorded.
+fn ended_by_hardware(category: WaitCategory) -> bool {
+    matches!(
+        category,
+        WaitCategory::Sleep | WaitCategory::File | WaitCategory::PageFault
+    )
 }
 
 /// The critical path, or `None` when the recording has no wake-up records (nothing is
@@ -282,6 +288,7 @@ pub fn critical_path(
     let mut walk = Walk {
         p,
         lines: &lines,
+        category,
         charge,
         pending: None,
         cp: CriticalPath {
@@ -425,6 +432,7 @@ fn overlap(spans: &[(u64, u64)], a: u64, b: u64) -> u64 {
 struct Walk<'a, 'c> {
     p: &'a SampledProfile,
     lines: &'a FastMap<i32, Line>,
+    category: &'c dyn Fn(usize) -> WaitCategory,
     charge: &'c mut dyn FnMut(Credit),
     /// The last charge, not yet handed out: the next one may add to it.
     pending: Option<Credit>,
@@ -580,6 +588,10 @@ impl Walk<'_, '_> {
                 && o.waker(s).is_none()
                 && let Some(r) = self.retried(line, tid, f.next - 1)
                 && r.wake_ns > a
+                // Handing the whole range on makes no progress: threads idle in timed
+                // waits that end each other's (a runtime's idle workers) would pass it
+                // back and forth. Those waits are their own.
+                && (a, r.wake_ns.min(hi)) != (f.item.lo, f.item.hi)
             {
                 // The run waited for the thread that ended the last retry, from here.
                 let (mid, end) = (r.wake_ns.min(hi), r.end_ns.min(hi));
@@ -621,7 +633,7 @@ impl Walk<'_, '_> {
     /// once however many pieces of the walk fall in it.
     fn retried(&mut self, line: &Line, tid: i32, k: usize) -> Option<Retry> {
         let first = line.off.get(k)?;
-        if first.preempted() {
+        if !self.retriable(first) {
             return None;
         }
         let site = self.site(first.sample())?;
@@ -640,7 +652,7 @@ impl Walk<'_, '_> {
             }
             // Other waits between two from the site belong to the retry: Python's join
             // with a timeout waits for the GIL before it waits again.
-            if o.preempted() || self.site(o.sample()) != Some(site) {
+            if !self.retriable(o) || self.site(o.sample()) != Some(site) {
                 j += 1;
                 continue;
             }
@@ -660,6 +672,18 @@ impl Walk<'_, '_> {
         }
         self.retries.insert((tid, site), (k, j, found));
         found
+    }
+
+    /// Whether an off-CPU interval can be a retried wait: a timed wait sleeps
+    /// interruptibly on something a thread ends (a condition, a lock, a pipe, a socket);
+    /// not a wait ended by hardware (a sleep's timer, a disk), an uninterruptible one (a
+    /// kernel lock, I/O) nor a preemption.
+    fn retriable(&self, o: &Off) -> bool {
+        let sleeping = self.p.samples[o.sample()].kind
+            == (SampleKind::OffCpu {
+                state: WaitState::Sleeping,
+            });
+        sleeping && !ended_by_hardware((self.category)(o.sample()))
     }
 
     /// Where in the program sample `i`'s wait was made: the deepest frame of its stack
@@ -1115,6 +1139,27 @@ mod tests {
         let by = per_tid(&p.0, &cp);
         assert_eq!(by.get(&2).copied(), Some(13 * MS), "{by:?}");
         assert_eq!(by.get(&1).copied(), Some(50_000), "{by:?}");
+    }
+
+    #[test]
+    fn two_threads_retrying_waits_each_other_ends_do_not_hand_a_range_back_and_forth() {
+        // Idle runtime workers: 1 retries until 2 ends its wait at 14 ms; 2 retries
+        // until 1, running [9, 10) ms, ends its wait at 10 ms. No range goes round
+        // between them until the cycle guard charges it to no one.
+        let p = P::new(&[(1, None)])
+            .thread(1, 2)
+            .on(1, 0, 1)
+            .off(1, MS, 5 * MS, None)
+            .off(1, 5 * MS, 9 * MS, None)
+            .on(1, 9, 10)
+            .off(1, 10 * MS, 14 * MS, Some((2, 14 * MS)))
+            .off(2, 0, 4 * MS, None)
+            .off(2, 4 * MS, 10 * MS, Some((1, 10 * MS)))
+            .on(2, 10, 14);
+        let p = one_site(one_site(p, 1), 2);
+        let cp = p.path(&[]);
+        assert_eq!(cp.unattributed_ns, 0, "{cp:?}");
+        assert_eq!(total(&cp), cp.span_ns, "{cp:?}");
     }
 
     #[test]
