@@ -427,6 +427,8 @@ pub static USER_RULES: &[UserRule] = &[
             Prefix("pthread_rwlock_"),
             Contains("lock_contended"),
             Contains("RwLock"),
+            // Go's runtime-internal locks.
+            Exact("runtime.lock2"),
         ],
     },
     UserRule {
@@ -447,6 +449,10 @@ pub static USER_RULES: &[UserRule] = &[
             Contains("Thread::park"),
             Contains("Parker::park"),
             Contains("parking_lot_core::parking_lot::park"),
+            // Go: an OS thread with no goroutine to run (its scheduler idle, or the
+            // goroutine it ran parked on a channel or a WaitGroup) sleeps on a note.
+            Prefix("runtime.notesleep"),
+            Prefix("runtime.notetsleep"),
         ],
     },
     UserRule {
@@ -463,9 +469,19 @@ pub static USER_RULES: &[UserRule] = &[
     },
 ];
 
-/// `foo.isra.0` → `foo`.
+/// `foo.isra.0` → `foo`: the compiler's clone suffixes dropped. A dot that starts
+/// anything else is part of the name (Go's `runtime.notesleep`).
 fn base_name(function: &str) -> &str {
-    function.split('.').next().unwrap_or(function)
+    let clone_suffix = |t: &str| {
+        matches!(
+            t,
+            "isra" | "constprop" | "part" | "cold" | "lto_priv" | "llvm"
+        ) || (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+    };
+    match function.split_once('.') {
+        Some((base, rest)) if rest.split('.').all(clone_suffix) => base,
+        _ => function,
+    }
 }
 
 /// The first rule (in table order) that any of `kernel_frames` matches.
@@ -875,6 +891,23 @@ mod tests {
             let w = frame(name, FrameKind::User);
             assert_eq!(categorize(off, &[&w]), WaitCategory::Child, "{name}");
         }
+        // Go: a thread idle in the scheduler waits for another's work; a runtime lock is
+        // a lock (the names keep their dots: `runtime.notesleep`, not `runtime`).
+        let note = frame("runtime.notesleep", FrameKind::User);
+        let stopm = frame("runtime.stopm", FrameKind::User);
+        let gofutex = frame("runtime.futexsleep", FrameKind::User);
+        assert_eq!(
+            categorize(off, &[&stopm, &note, &gofutex, &futex]),
+            WaitCategory::Thread
+        );
+        let lock2 = frame("runtime.lock2", FrameKind::User);
+        assert_eq!(
+            categorize(off, &[&lock2, &gofutex, &futex]),
+            WaitCategory::Lock
+        );
+        assert_eq!(base_name("finish_task_switch.isra.0"), "finish_task_switch");
+        assert_eq!(base_name("foo.constprop.0.cold"), "foo");
+        assert_eq!(base_name("runtime.notesleep"), "runtime.notesleep");
         let glock = frame("__GI___pthread_mutex_lock", FrameKind::User);
         assert_eq!(categorize(off, &[&glock, &futex]), WaitCategory::Lock);
         let read = frame("__GI___libc_read", FrameKind::User);
