@@ -2,7 +2,8 @@
 //! binary, on fixtures whose critical path is known by construction
 //! (tests/fixtures/c/verdict.c): who the run waited for is the bottleneck, not the
 //! waiting (also when it waits in timed waits made again); idle threads carry nothing;
-//! touching fresh pages is Memory. Every map's top-level shares add up to 100 %.
+//! touching fresh pages is Memory; Go threads idle while goroutines compute are not lock
+//! contention. Every map's top-level shares add up to 100 %.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod common;
@@ -268,6 +269,60 @@ fn a_python_main_joining_a_worker_with_a_timeout_in_a_loop_waits_for_the_worker(
     assert_shares_add_up(&map);
     let work = bottleneck_share(&map, "work");
     assert!(work >= 60.0, "work {work}%: {:#}", bottlenecks(&map)[0]);
+}
+
+/// tests/fixtures/go/goroutines.go built with the system's `go` (CI installs golang-go).
+fn go_build(d: &std::path::Path) -> PathBuf {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/go/goroutines.go");
+    let bin = d.join("goroutines");
+    let out = std::process::Command::new("go")
+        .args(["build", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .env("HOME", d)
+        .env("GOCACHE", d.join("gocache"))
+        .env("GOFLAGS", "")
+        .env("GOTOOLCHAIN", "local")
+        .env("GO111MODULE", "off")
+        .output()
+        .expect("go is installed (apt-get install golang-go)");
+    assert!(out.status.success(), "go build: {out:?}");
+    bin
+}
+
+#[test]
+fn go_threads_idle_while_goroutines_compute_are_not_lock_contention() {
+    let _g = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    let bin = go_build(d.path());
+    let map = record(&[bin.to_str().unwrap(), "100000000"]).1;
+    assert_shares_add_up(&map);
+    assert_eq!(class(&map), "CPU", "{map:#}");
+    let lock = pr(&map)["performance_map"]["thread_wait_breakdown_ms"]["lock"]
+        .as_f64()
+        .unwrap_or(0.0);
+    let thread = pr(&map)["performance_map"]["thread_wait_breakdown_ms"]["thread"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(
+        thread > lock,
+        "idle Go threads: {thread} ms waiting for threads, {lock} ms on locks"
+    );
+    let confirmed: Vec<&Value> = pr(&map)["suspicion_stack"]
+        .as_array()
+        .expect("suspicions")
+        .iter()
+        .filter(|s| {
+            s["verdict"] == "confirmed"
+                && s["description"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("lock contention"))
+        })
+        .collect();
+    assert!(
+        confirmed.is_empty(),
+        "lock contention confirmed: {confirmed:#?}"
+    );
 }
 
 #[test]
