@@ -623,6 +623,18 @@ ts = [threading.Thread(target=spin, args=(3_000_000,)) for _ in range(3)]\n\
         f("thread") < f("lock"),
         "the GIL is not a thread wait: {waits}"
     );
+    // The suspicion names the GIL (the advice: processes), not "lock contention at
+    // python3.11+0x…" with a critical section to shorten.
+    let map = valid_map(d.path());
+    let gil = map["profile_result"]["suspicion_stack"]
+        .as_array()
+        .expect("suspicions")
+        .iter()
+        .find(|s| s["verdict"] == "confirmed" && s["category"] == "other");
+    let what = gil
+        .map(|s| s["description"].to_string())
+        .unwrap_or_default();
+    assert!(what.contains("GIL"), "{what}");
 }
 
 #[test]

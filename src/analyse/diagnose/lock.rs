@@ -16,6 +16,15 @@ pub const MIN_SHARE_PCT: f64 = 5.0;
 /// CPython's functions that wait for the GIL (3.8–3.13).
 const GIL_FUNCTIONS: &[&str] = &["take_gil", "PyEval_RestoreThread", "PyEval_AcquireThread"];
 
+/// Whether threads waiting at `function` wait for CPython's GIL: one of
+/// [`GIL_FUNCTIONS`], or in a stripped interpreter (Debian's python3.11) an unnamed
+/// address of the interpreter's own code — where `classify` found a condition wait
+/// called straight from the interpreter, which is the GIL's.
+fn is_gil(function: &str) -> bool {
+    let interpreter = function.starts_with("python") || function.starts_with("libpython");
+    GIL_FUNCTIONS.contains(&function) || (interpreter && function.contains("+0x"))
+}
+
 const NOTE: &str = "lock contention: futex waits in the summed thread time, where they were \
                     waited and who woke the waiters (sched:sched_waking); confirmed at ≥ 5% \
                     of thread time";
@@ -63,7 +72,7 @@ pub fn check(f: &Facts) -> RuleOutput {
     let steps = site::deepest(f, |s| site::function(&s.call_site) == site::function(&at))
         .map(|s| vec![s.id.clone()])
         .unwrap_or_default();
-    let gil = GIL_FUNCTIONS.contains(&site::function(&at));
+    let gil = is_gil(site::function(&at));
     let (what, advice) = if gil {
         (
             "contention for CPython's GIL (global interpreter lock)".to_string(),
@@ -155,5 +164,13 @@ mod tests {
         );
         let hint = &s.advice.as_ref().expect("advice").hint;
         assert!(hint.contains("processes"), "{hint}");
+        // A stripped interpreter names take_gil by its address only.
+        f.lock_waiters = vec![("python3.11+0xf92c0".into(), 2000.0)];
+        let s = &check(&f).findings[0];
+        assert!(s.suspicion.description.contains("GIL"), "{s:?}");
+        // An unnamed address elsewhere is a lock like any other.
+        f.lock_waiters = vec![("libfoo.so+0x1200".into(), 2000.0)];
+        let s = &check(&f).findings[0];
+        assert!(!s.suspicion.description.contains("GIL"), "{s:?}");
     }
 }
