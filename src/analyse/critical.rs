@@ -307,7 +307,19 @@ pub fn critical_path(
         })],
     };
     walk.run();
+    // Waits followed to their waker: those a thread of the tree ended, and the retries
+    // of a timed wait that one ended (see `Walk::retried`).
+    let s = &p.samples;
+    let mut followed_ns = 0;
+    for (&tid, line) in &lines {
+        for (k, o) in line.off.iter().enumerate() {
+            if o.waker(s).is_some() || walk.retried(line, tid, k).is_some() {
+                followed_ns += o.end(s) - o.start(s);
+            }
+        }
+    }
     let mut cp = walk.cp;
+    cp.followed_ns = followed_ns;
     let mut unsampled: Vec<Unsampled> = walk
         .unsampled
         .into_iter()
@@ -320,13 +332,6 @@ pub fn critical_path(
         .collect();
     unsampled.sort_by_key(|u| (u.pid, u.tid, u.via_lock));
     cp.unsampled = unsampled;
-    let s = &p.samples;
-    cp.followed_ns = lines
-        .values()
-        .flat_map(|l| &l.off)
-        .filter(|o| o.waker(s).is_some())
-        .map(|o| o.end(s) - o.start(s))
-        .sum();
     Some(cp)
 }
 
@@ -1097,6 +1102,8 @@ mod tests {
         assert_eq!(by.get(&2).copied(), Some(13 * MS), "{by:?}");
         // Only the wake-up latency of the last wait is main's.
         assert_eq!(by.get(&1).copied(), Some(50_000), "{by:?}");
+        // All four waits count as followed to their waker.
+        assert_eq!(cp.followed_ns, 12_750_000);
         assert_eq!(charged_as(&cp, WaitCategory::Runqueue), 50_000);
         // Real work between two waits (12 ms) ends the run of retries.
         let p = P::new(&[(1, None)])
