@@ -271,12 +271,18 @@ fn a_python_main_joining_a_worker_with_a_timeout_in_a_loop_waits_for_the_worker(
     assert!(work >= 60.0, "work {work}%: {:#}", bottlenecks(&map)[0]);
 }
 
-/// tests/fixtures/go/goroutines.go built with the system's `go` (CI installs golang-go).
-fn go_build(d: &std::path::Path) -> PathBuf {
+/// tests/fixtures/go/goroutines.go built with the system's `go` (CI installs golang-go),
+/// with its symbol table or without (`-ldflags=-s -w`, as distributions ship Go tools).
+fn go_build(d: &std::path::Path, stripped: bool) -> PathBuf {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/go/goroutines.go");
-    let bin = d.join("goroutines");
+    let bin = d.join(if stripped { "stripped" } else { "goroutines" });
+    let flags = if stripped {
+        "-ldflags=-s -w"
+    } else {
+        "-ldflags="
+    };
     let out = std::process::Command::new("go")
-        .args(["build", "-o"])
+        .args(["build", flags, "-o"])
         .arg(&bin)
         .arg(&src)
         .env("HOME", d)
@@ -294,21 +300,26 @@ fn go_build(d: &std::path::Path) -> PathBuf {
 fn go_threads_idle_while_goroutines_compute_are_not_lock_contention() {
     let _g = serial();
     let d = tempfile::tempdir().expect("tempdir");
-    let bin = go_build(d.path());
-    let map = record(&[bin.to_str().unwrap(), "100000000"]).1;
-    assert_shares_add_up(&map);
-    assert_eq!(class(&map), "CPU", "{map:#}");
-    let lock = pr(&map)["performance_map"]["thread_wait_breakdown_ms"]["lock"]
-        .as_f64()
-        .unwrap_or(0.0);
-    let thread = pr(&map)["performance_map"]["thread_wait_breakdown_ms"]["thread"]
-        .as_f64()
-        .unwrap_or(0.0);
+    for stripped in [false, true] {
+        let bin = go_build(d.path(), stripped);
+        let map = record(&[bin.to_str().unwrap(), "100000000"]).1;
+        check_go(&map, stripped);
+    }
+}
+
+/// Four computing goroutines: CPU, the idle threads' futex waits are thread waits, no
+/// lock contention, and the top bottleneck is named (stripped: from .gopclntab).
+fn check_go(map: &Value, stripped: bool) {
+    assert_shares_add_up(map);
+    assert_eq!(class(map), "CPU", "{map:#}");
+    let waits = &pr(map)["performance_map"]["thread_wait_breakdown_ms"];
+    let lock = waits["lock"].as_f64().unwrap_or(0.0);
+    let thread = waits["thread"].as_f64().unwrap_or(0.0);
     assert!(
         thread > lock,
-        "idle Go threads: {thread} ms waiting for threads, {lock} ms on locks"
+        "stripped {stripped}: idle Go threads wait {thread} ms for threads, {lock} ms on locks"
     );
-    let confirmed: Vec<&Value> = pr(&map)["suspicion_stack"]
+    let confirmed: Vec<&Value> = pr(map)["suspicion_stack"]
         .as_array()
         .expect("suspicions")
         .iter()
@@ -321,7 +332,12 @@ fn go_threads_idle_while_goroutines_compute_are_not_lock_contention() {
         .collect();
     assert!(
         confirmed.is_empty(),
-        "lock contention confirmed: {confirmed:#?}"
+        "stripped {stripped}: lock contention confirmed: {confirmed:#?}"
+    );
+    let top = bottlenecks(map)[0]["function"].as_str().unwrap_or("");
+    assert!(
+        top.starts_with("main."),
+        "stripped {stripped}: top is {top}"
     );
 }
 

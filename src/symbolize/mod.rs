@@ -16,6 +16,7 @@
 //!   frames stand (see [`python`]).
 
 mod debugfile;
+mod gopclntab;
 mod package;
 mod perfmap;
 mod python;

@@ -4,7 +4,8 @@
 //! name most of its addresses. Naming each one `module+0xOFFSET` would split one hot
 //! function into a row per sampled instruction. Instead an unnamed address is given to
 //! the function that contains it, found in this order:
-//! 1. a dynamic symbol (`.dynsym`) whose *size* covers the address: its real name;
+//! 1. a dynamic symbol (`.dynsym`) whose *size* covers the address, or in a Go binary the
+//!    function of `.gopclntab` that covers it (see [`super::gopclntab`]): its real name;
 //! 2. the FDE of `.eh_frame` that covers it (every function built with unwind tables,
 //!    the default for C on x86_64 and for Rust, has one, and `strip` keeps it because
 //!    unwinders need it): named `module+0xSTART`;
@@ -74,6 +75,17 @@ impl Functions {
                 Some((o, o + s.size(), s.name().ok()?.to_string()))
             })
             .collect();
+        // A Go binary names its functions in `.gopclntab`, stripped or not.
+        if let Some(data) = obj
+            .section_by_name(".gopclntab")
+            .and_then(|s| s.data().ok())
+        {
+            let go = super::gopclntab::functions(data, obj.is_little_endian());
+            dynsyms.extend(go.into_iter().filter_map(|(start, end, name)| {
+                let o = segs.offset(start)?;
+                Some((o, o + (end - start), name))
+            }));
+        }
         dynsyms.sort_unstable();
         Self {
             fdes,
