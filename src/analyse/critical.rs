@@ -73,6 +73,10 @@ use super::classify::WaitCategory;
 /// when that comes within this long.
 const BURST_MAX_NS: u64 = 10_000_000;
 
+/// Threads ending this close to a process's main thread ended with it (see
+/// [`end_thread`]).
+const EXIT_SLACK_NS: u64 = 2_000_000;
+
 /// Waits from one place (the same stack) at most this far apart are one wait made again
 /// (see [`Walk::retried`]): room for a GIL hand-over (Python's switch interval is 5 ms).
 const RETRY_GAP_NS: u64 = 10_000_000;
@@ -280,9 +284,7 @@ pub fn critical_path(
         return None;
     }
     let lines = timelines(p, category);
-    let (&start_tid, _) = lines
-        .iter()
-        .max_by_key(|(tid, l)| (l.last, std::cmp::Reverse(**tid)))?;
+    let start_tid = end_thread(&lines, &p.samples)?;
     let first = lines.values().map(|l| l.first).min()?;
     let last = lines[&start_tid].last;
     let mut walk = Walk {
@@ -333,6 +335,26 @@ pub fn critical_path(
     unsampled.sort_by_key(|u| (u.pid, u.tid, u.via_lock));
     cp.unsampled = unsampled;
     Some(cp)
+}
+
+/// The thread the walk starts on: the one active last — unless it slept until the end
+/// and a process's main thread ended within [`EXIT_SLACK_NS`] before it. When a process
+/// exits, its sleeping threads are woken only to die, a few µs after the thread that
+/// ended it (a Go runtime's monitor thread in its `usleep` would otherwise be the end of
+/// the run, and its sleep the whole path).
+fn end_thread(lines: &FastMap<i32, Line>, s: &Samples) -> Option<i32> {
+    let (&last_tid, last) = lines
+        .iter()
+        .max_by_key(|(tid, l)| (l.last, std::cmp::Reverse(**tid)))?;
+    let asleep_at_end = last.off.last().is_some_and(|o| o.end(s) >= last.last);
+    if last_tid == last.pid || !asleep_at_end {
+        return Some(last_tid);
+    }
+    let main = lines
+        .iter()
+        .filter(|(tid, l)| **tid == l.pid && l.last.saturating_add(EXIT_SLACK_NS) >= last.last)
+        .max_by_key(|(tid, l)| (l.last, std::cmp::Reverse(**tid)));
+    Some(main.map_or(last_tid, |(&tid, _)| tid))
 }
 
 /// Each thread's line, from its samples.
@@ -1167,6 +1189,20 @@ mod tests {
         let cp = p.path(&[]);
         assert_eq!(cp.unattributed_ns, 0, "{cp:?}");
         assert_eq!(total(&cp), cp.span_ns, "{cp:?}");
+    }
+
+    #[test]
+    fn a_thread_killed_as_its_process_exits_is_not_the_end_of_the_run() {
+        // A Go runtime's monitor thread (2) sleeps until the process's exit kills it,
+        // 0.5 ms after main (1) ended it: the run waited for main.
+        let p = P::new(&[(1, None)])
+            .thread(1, 2)
+            .on(1, 0, 10)
+            .off(2, 0, 10_500_000, None);
+        let cp = p.path(&[]);
+        let by = per_tid(&p.0, &cp);
+        assert_eq!(by.get(&1).copied(), Some(10 * MS), "{by:?}");
+        assert_eq!(by.get(&2), None, "{by:?}");
     }
 
     #[test]
