@@ -465,8 +465,8 @@ struct Walk<'a, 'c> {
     pending: Option<Credit>,
     cp: CriticalPath,
     unsampled: HashMap<(i32, i32, bool), u64>,
-    /// Per thread and wait site, the last run of retried waits looked at: its off-CPU intervals
-    /// `from..=to` and what ends it (see [`Walk::retried`]).
+    /// Per thread and wait site, the last run of retried waits looked at: its off-CPU
+    /// intervals `from..=to` and what ends it (see [`Walk::retried`]).
     retries: FastMap<(i32, u32), (usize, usize, Option<Retry>)>,
     /// Each stack's wait site (see [`Walk::site`]).
     sites: FastMap<u32, Option<u32>>,
@@ -656,8 +656,9 @@ impl Walk<'_, '_> {
     /// When off-CPU interval `k` of thread `tid`'s line, ended by no thread of the tree,
     /// begins a run of waits from the same stack at most [`RETRY_GAP_NS`] apart (a timed
     /// wait that timed out and was made again; other waits between them are part of it)
-    /// whose last wait a thread of the tree ended: that wait. Runs are remembered per thread, so a long one is scanned
-    /// once however many pieces of the walk fall in it.
+    /// whose last wait a thread of the tree ended: that wait. Runs are remembered per
+    /// thread and site, so a long one is scanned once however many pieces of the walk
+    /// fall in it.
     fn retried(&mut self, line: &Line, tid: i32, k: usize) -> Option<Retry> {
         let first = line.off.get(k)?;
         if !self.retriable(first) {
