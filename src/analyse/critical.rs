@@ -77,8 +77,10 @@ const BURST_MAX_NS: u64 = 10_000_000;
 /// [`end_thread`]).
 const EXIT_SLACK_NS: u64 = 2_000_000;
 
-/// Waits from one place (the same stack) at most this far apart are one wait made again
-/// (see [`Walk::retried`]): room for a GIL hand-over (Python's switch interval is 5 ms).
+/// Waits from one place (the same stack) with at most this much running between them
+/// (waits for other threads and for a CPU in between do not count) are one wait made
+/// again (see [`Walk::retried`]): room for a GIL hand-over (Python's switch interval is
+/// 5 ms).
 const RETRY_GAP_NS: u64 = 10_000_000;
 
 /// Time of the critical path charged to one sample.
@@ -654,9 +656,10 @@ impl Walk<'_, '_> {
     }
 
     /// When off-CPU interval `k` of thread `tid`'s line, ended by no thread of the tree,
-    /// begins a run of waits from the same stack at most [`RETRY_GAP_NS`] apart (a timed
-    /// wait that timed out and was made again; other waits between them are part of it)
-    /// whose last wait a thread of the tree ended: that wait. Runs are remembered per
+    /// begins a run of waits from the same stack with at most [`RETRY_GAP_NS`] of running
+    /// between them (a timed wait that timed out and was made again; other waits between
+    /// them are part of it) whose last wait a thread of the tree ended: that wait. When
+    /// the last retry timed out too, a wait after it that a thread ended ends the run. Runs are remembered per
     /// thread and site, so a long one is scanned once however many pieces of the walk
     /// fall in it.
     fn retried(&mut self, line: &Line, tid: i32, k: usize) -> Option<Retry> {
@@ -671,32 +674,56 @@ impl Walk<'_, '_> {
             return r;
         }
         let s = &self.p.samples;
+        let ended_by = |j: usize, o: &Off| {
+            let (waker, wake_ns) = o.waker(s)?;
+            (waker != tid && self.lines.contains_key(&waker)).then(|| Retry {
+                index: j,
+                sample: o.sample(),
+                waker,
+                wake_ns,
+                end_ns: o.end(s),
+                lock: o.lock(),
+            })
+        };
         let mut end = first.end(s);
-        let mut j = k + 1;
+        let (mut j, mut retries) = (k + 1, 0);
         let mut found = None;
+        // The last wait between retries that a thread ended, since the last retry.
+        let mut between = None;
         while let Some(o) = line.off.get(j) {
             if o.start(s) > end.saturating_add(RETRY_GAP_NS) {
                 break;
             }
             // Other waits between two from the site belong to the retry: Python's join
-            // with a timeout waits for the GIL before it waits again.
+            // with a timeout waits for the GIL before it waits again. The gap is the
+            // time the thread ran: a wait for another thread or for a CPU between two
+            // retries is not (two GIL timeouts and a preemption on a loaded machine
+            // took the next join wait 10.3 ms past the last one's end). A wait ended by
+            // hardware (a disk read) is work of the thread's own: it does not bridge.
             if !self.retriable(o) || self.site(o.sample()) != Some(site) {
+                if self.retriable(o) {
+                    between = ended_by(j, o).or(between);
+                }
+                if self.retriable(o) || o.preempted() {
+                    end = end.max(o.end(s));
+                }
                 j += 1;
                 continue;
             }
-            if let Some((waker, wake_ns)) = o.waker(s) {
-                found = (waker != tid && self.lines.contains_key(&waker)).then(|| Retry {
-                    index: j,
-                    sample: o.sample(),
-                    waker,
-                    wake_ns,
-                    end_ns: o.end(s),
-                    lock: o.lock(),
-                });
+            if o.waker(s).is_some() {
+                found = ended_by(j, o);
                 break;
             }
+            (retries, between) = (retries + 1, None);
             end = end.max(o.end(s));
             j += 1;
+        }
+        // The last retry timed out too, and a wait after it that a thread ended let the
+        // loop stop: Python's last `join(timeout)` times out, the worker's exit hands
+        // over the GIL, and `is_alive()` is false. That thread is what the loop waited
+        // for; a single timed wait (no retry: perhaps a deliberate delay) is not.
+        if found.is_none() && retries > 0 {
+            found = between;
         }
         self.retries.insert((tid, site), (k, j, found));
         found
@@ -1169,6 +1196,89 @@ mod tests {
         let by = per_tid(&p.0, &cp);
         assert_eq!(by.get(&2).copied(), Some(13 * MS), "{by:?}");
         assert_eq!(by.get(&1).copied(), Some(50_000), "{by:?}");
+    }
+
+    #[test]
+    fn waits_for_the_gil_longer_than_the_gap_still_join_the_retries() {
+        // On a loaded machine a join wait's timeout is followed by two GIL waits (the
+        // first timing out after 5 ms) and a preemption: the next join wait starts 11 ms
+        // after the last one ended, though main ran only 0.15 ms between them.
+        let mut p = P::new(&[(1, None)])
+            .thread(1, 2)
+            .off(1, 0, 4 * MS, None)
+            .off(1, 4_050_000, 9 * MS, None)
+            .off(1, 9_050_000, 14 * MS, Some((2, 14 * MS)))
+            .off(1, 14_050_000, 15 * MS, None)
+            .off(1, 15_050_000, 19 * MS, None)
+            .off(1, 19_050_000, 20_050_000, Some((2, 20 * MS)))
+            .on(2, 0, 20);
+        if let Some(s) = p.0.samples.iter_mut().find(|s| s.time_ns == 14_050_000) {
+            s.kind = SampleKind::OffCpu {
+                state: WaitState::Preempted,
+            };
+        }
+        for _ in 0..2 {
+            p.0.stacks.push(StackNode {
+                frame: 0,
+                parent: None,
+            });
+        }
+        // Join waits (stack 0) first and last two; GIL waits (stack 1) between.
+        let join = [0, 15_050_000, 19_050_000];
+        for s in p.0.samples.iter_mut().filter(|s| s.tid == 1) {
+            s.stack = Some(if join.contains(&s.time_ns) { 0 } else { 1 }).into();
+        }
+        let cp = p.path(&[]);
+        let by = per_tid(&p.0, &cp);
+        assert_eq!(by.get(&2).copied(), Some(20 * MS), "{by:?}");
+        assert_eq!(by.get(&1).copied(), Some(50_000), "{by:?}");
+    }
+
+    #[test]
+    fn retries_whose_last_timed_out_end_at_the_wait_a_thread_ended_after_it() {
+        // Python's loop ends when its last join wait times out and the worker's exit
+        // hands it the GIL (a wait at another place, ended by the worker at 12 ms).
+        let mut p = P::new(&[(1, None)])
+            .thread(1, 2)
+            .off(1, 0, 4 * MS, None)
+            .off(1, 4_050_000, 5 * MS, Some((2, 5 * MS)))
+            .off(1, 5_050_000, 9 * MS, None)
+            .off(1, 9_050_000, 12_050_000, Some((2, 12 * MS)))
+            .on(2, 0, 12);
+        for _ in 0..2 {
+            p.0.stacks.push(StackNode {
+                frame: 0,
+                parent: None,
+            });
+        }
+        let join = [0, 5_050_000];
+        let stacks = |p: &mut P| {
+            for s in p.0.samples.iter_mut().filter(|s| s.tid == 1) {
+                s.stack = Some(if join.contains(&s.time_ns) { 0 } else { 1 }).into();
+            }
+        };
+        stacks(&mut p);
+        let cp = p.path(&[]);
+        let by = per_tid(&p.0, &cp);
+        assert_eq!(by.get(&2).copied(), Some(12 * MS), "{by:?}");
+        assert_eq!(by.get(&1).copied(), Some(50_000), "{by:?}");
+        // One timed wait that timed out (no retry: a deliberate delay, perhaps), then a
+        // lock the worker held: the delay is main's own.
+        let mut p = P::new(&[(1, None)])
+            .thread(1, 2)
+            .off(1, 0, 9 * MS, None)
+            .off(1, 9_050_000, 12_050_000, Some((2, 12 * MS)))
+            .on(2, 0, 12);
+        for _ in 0..2 {
+            p.0.stacks.push(StackNode {
+                frame: 0,
+                parent: None,
+            });
+        }
+        stacks(&mut p);
+        let cp = p.path(&[]);
+        let by = per_tid(&p.0, &cp);
+        assert_eq!(by.get(&1).copied(), Some(9_100_000), "{by:?}");
     }
 
     #[test]
