@@ -375,3 +375,36 @@ fn touching_a_gib_of_fresh_pages_is_memory() {
         pr(&map)["hotspots"]
     );
 }
+
+#[test]
+fn output_written_faster_than_profmap_logs_it_is_named_and_warned_of() {
+    // 200 MB to stdout: the target blocks on the pipe profmap reads its output from.
+    // That pipe is named as profmap's capture, not "pipe to profmap", and a warning
+    // says how long the run waited on it and how to measure without it.
+    let _g = serial();
+    let map = record(&["/bin/sh", "-c", "head -c 200000000 /dev/zero"]).1;
+    let rows = pr(&map)["performance_map"]["resources"]
+        .as_array()
+        .expect("resources");
+    let captured: Vec<&Value> = rows
+        .iter()
+        .filter(|r| {
+            r["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("output captured by profmap (pid "))
+        })
+        .collect();
+    assert!(!captured.is_empty(), "{rows:#?}");
+    assert!(rows.iter().all(|r| {
+        r["name"]
+            .as_str()
+            .is_some_and(|n| !n.starts_with("pipe to profmap"))
+    }));
+    let warned = pr(&map)["warnings"]
+        .as_array()
+        .expect("warnings")
+        .iter()
+        .filter_map(Value::as_str)
+        .any(|w| w.contains("blocked writing its output to profmap") && w.contains("out.txt"));
+    assert!(warned, "{:#}", pr(&map)["warnings"]);
+}

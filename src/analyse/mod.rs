@@ -486,6 +486,9 @@ fn analyse_own(p: &SampledProfile, profiler_ns: u64) -> Analysis {
         ));
     }
 
+    if let Some(w) = captured_output_warning(&resources, &tree) {
+        warnings.push(w);
+    }
     if classification == Classification::Unknown && root.crit_ns > 0 {
         warnings.push(unknown_why(p, &tree));
     }
@@ -535,6 +538,32 @@ fn analyse_own(p: &SampledProfile, profiler_ns: u64) -> Analysis {
 
 /// Why the session's time has no class: the unattributed categories' shares and the
 /// evidence that was missing.
+/// How long the run waited for profmap to read the target's output from its pipes,
+/// when it is 1% of the run or more: a program that writes fast blocks on the pipe while
+/// profmap logs what it read, which a terminal, a file or /dev/null would not make it do.
+fn captured_output_warning(
+    resources: &[resources::ResourceUse],
+    tree: &CallTree,
+) -> Option<String> {
+    let captured = resources
+        .iter()
+        .filter(|r| r.name.starts_with(crate::profile::CAPTURED_OUTPUT));
+    let (ms, calls) = captured.fold((0.0, 0), |(ms, n), r| {
+        (ms + r.critical_ms.unwrap_or(r.blocked_ms), n + r.intervals)
+    });
+    let of = steps::ms(tree.total_wall_ns());
+    (of > 0.0 && ms >= of / 100.0).then(|| {
+        format!(
+            "{ms:.1} ms ({:.1}% of the run) the target was blocked writing its output to \
+             profmap, which reads it to log it in run.log ({calls} blocked writes): time an \
+             unprofiled run writing to a terminal, a file or /dev/null spends differently. To \
+             measure without it, send the output to a file in the command itself \
+             (`profmap run -- sh -c 'prog > out.txt'`)",
+            100.0 * ms / of
+        )
+    })
+}
+
 fn unknown_why(p: &SampledProfile, tree: &CallTree) -> String {
     let root = tree.root();
     let share = |c: WaitCategory| steps::pct(root.crit_waits_ns.get(c), root.crit_ns);

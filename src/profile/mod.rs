@@ -38,9 +38,9 @@ pub use python::{
     is_interpreter_frame,
 };
 pub use sampled::{
-    FileReads, Frame, FrameKind, Leaf, MAX_TURNS_PER_SOCKET, ModuleInfo, ProcessInfo, Protocol,
-    Resource, ResourceKind, SampleKind, SampleQuality, SampledProfile, SocketTraffic, StackNode,
-    ThreadInfo, ThreadSample, Turn, WaitOn, WaitState, Waker, unaliased,
+    CAPTURED_OUTPUT, FileReads, Frame, FrameKind, Leaf, MAX_TURNS_PER_SOCKET, ModuleInfo,
+    ProcessInfo, Protocol, Resource, ResourceKind, SampleKind, SampleQuality, SampledProfile,
+    SocketTraffic, StackNode, ThreadInfo, ThreadSample, Turn, WaitOn, WaitState, Waker, unaliased,
 };
 pub use samples::{Kept, Samples, Woken};
 pub use source::MAX_JSON_BYTES;

@@ -148,6 +148,11 @@ pub struct FileReads {
     pub extent_pages: u64,
 }
 
+/// How the name of the pipe that profmap reads a target's stdout and stderr from
+/// begins (`output captured by profmap (pid 7), the profiler`): the analysis says how
+/// long the target blocked on it, time no unprofiled run spends.
+pub const CAPTURED_OUTPUT: &str = "output captured by ";
+
 /// What a resource is, from the descriptor's `/proc/PID/fd` link.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]

@@ -109,7 +109,10 @@ impl<W: Write> CappedLog<W> {
         let (head, rest) = buf.split_at(room.min(buf.len()));
         self.emit(head)?;
         self.head_written += head.len();
-        self.tail.extend(rest);
+        // Only the last EDGE bytes of a large write can stay: copy no more than those.
+        let skip = rest.len().saturating_sub(EDGE);
+        self.cut += skip as u64;
+        self.tail.extend(&rest[skip..]);
         if self.tail.len() > EDGE {
             let over = self.tail.len() - EDGE;
             self.tail.drain(..over);

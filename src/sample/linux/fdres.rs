@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::netpeer::NetPeer;
-use crate::profile::{Resource, ResourceKind};
+use crate::profile::{CAPTURED_OUTPUT, Resource, ResourceKind};
 
 /// Larger first arguments are not descriptors (the kernel's default `nr_open`).
 pub(crate) const MAX_FD: u64 = 1 << 20;
@@ -339,10 +339,16 @@ impl Resolver {
     fn describe(&mut self, pid: i32, fd: i32, link: &str, unix: bool) -> Option<Resource> {
         let mut r = describe_link(pid, fd, link);
         if let Some(inode) = bracketed(link, "pipe:") {
-            // Named by the process at its other end: "pipe to gzip (pid 7)".
-            if let Some(other) = self.peers.pipe_peer(pid, fd, inode) {
-                r.peer = Some(other.clone());
-                r.name = format!("pipe to {other}");
+            // Named by the process at its other end: "pipe to gzip (pid 7)". The other
+            // end is profmap itself for the target's stdout and stderr, which it reads
+            // to log them: that is said, as it would be a terminal or a file unprofiled.
+            if let Some((other_pid, other)) = self.peers.pipe_peer(pid, fd, inode) {
+                r.name = if u32::try_from(other_pid).is_ok_and(|p| p == std::process::id()) {
+                    format!("{CAPTURED_OUTPUT}{other}, the profiler")
+                } else {
+                    format!("pipe to {other}")
+                };
+                r.peer = Some(other);
             }
             return Some(r);
         }

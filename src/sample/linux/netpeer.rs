@@ -22,6 +22,9 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
+/// The process at a pipe's other end: its pid and `comm (pid N)`.
+pub(crate) type PipePeer = (i32, String);
+
 use super::unixdiag;
 use crate::profile::{Resource, ResourceKind};
 
@@ -34,7 +37,7 @@ pub(crate) struct NetPeer {
     by_port: HashMap<(bool, u16), Option<String>>,
     by_path: HashMap<String, Option<String>>,
     /// By pipe inode and the access mode of the end looked from.
-    by_pipe: HashMap<(u64, Option<u32>), Option<String>>,
+    by_pipe: HashMap<(u64, Option<u32>), Option<PipePeer>>,
     local_addrs: Option<Vec<IpAddr>>,
     scans_left: u32,
     /// Services left unknown for want of budget.
@@ -115,8 +118,8 @@ impl NetPeer {
     }
 
     /// The process at the other end of `pipe:[inode]`, held by `pid` as descriptor
-    /// `fd`: `comm (pid N)`.
-    pub(crate) fn pipe_peer(&mut self, pid: i32, fd: i32, inode: u64) -> Option<String> {
+    /// `fd`: its pid and `comm (pid N)`.
+    pub(crate) fn pipe_peer(&mut self, pid: i32, fd: i32, inode: u64) -> Option<PipePeer> {
         let mode = access_mode(pid, fd);
         if let Some(known) = self.by_pipe.get(&(inode, mode)) {
             return known.clone();
@@ -125,7 +128,7 @@ impl NetPeer {
             return None;
         }
         let found = other_end(&format!("pipe:[{inode}]"), pid, mode)
-            .map(|(p, comm)| format!("{comm} (pid {p})"));
+            .map(|(p, comm)| (p, format!("{comm} (pid {p})")));
         self.by_pipe.insert((inode, mode), found.clone());
         found
     }
