@@ -1,7 +1,8 @@
 """Read a profmap recording from Python (bench scripts): version 2 (`profile.pmr`, see
 src/profile/pmr/mod.rs for the layout) or version 1 (gzip or plain JSON), as the dict
 the version-1 JSON holds (samples as dicts with pid, tid, time_ns, stack, weight_ns,
-kind, and waker when present).
+kind, and waker when present), and the waits table (`waits`: sample, fd, arg0, resource)
+from a version-2 recording's WAIT chunks.
 
     import pmr; rec = pmr.load("out/profile.pmr")
     pmr.recording("out")  # the folder's profile.pmr, else its profile.json.gz
@@ -29,7 +30,7 @@ def load(path):
         data = f.read()
     if not data.startswith(MAGIC):
         return json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
-    at, rec, samples = 12, None, []
+    at, rec, samples, waits, first = 12, None, [], [], 0
     while at + 16 <= len(data):
         tag, raw_len, stored_len, crc = struct.unpack_from("<4sIII", data, at)
         stored = data[at + 16: at + 16 + stored_len]
@@ -40,13 +41,18 @@ def load(path):
         if tag == b"META":
             rec = json.loads(raw)
         elif tag == b"SMPL":
+            first = len(samples)
             samples.extend(_block(raw))
+        elif tag == b"WAIT":
+            waits.extend(_waits(raw, first))
         elif tag == b"END.":
             break
     if rec is None:
         raise ValueError(f"{path}: no tables")
     if rec.get("sampled") is not None:
         rec["sampled"]["samples"] = samples
+        if waits:
+            rec["sampled"]["waits"] = waits
     return rec
 
 
@@ -63,6 +69,45 @@ def _varints(b):
 
 def _zz(z):
     return (z >> 1) ^ -(z & 1)
+
+
+def _columns(raw, count):
+    at, cols = 0, []
+
+    def varint():
+        nonlocal at
+        v, shift = 0, 0
+        while True:
+            byte = raw[at]
+            at += 1
+            v |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return v
+
+    n = varint()
+    for _ in range(count):
+        ln = varint()
+        cols.append(raw[at: at + ln])
+        at += ln
+    return n, cols
+
+
+def _waits(raw, first):
+    """A WAIT chunk (src/profile/pmr/waits.rs): the blocked calls of the block whose
+    first sample is `first`."""
+    n, cols = _columns(raw, 4)
+    sample, fd, arg0, res = (_varints(c) for c in cols)
+    out, at = [], first
+    for i in range(n):
+        at += sample[i]
+        w = {"sample": at, "arg0": arg0[i]}
+        if fd[i]:
+            w["fd"] = _zz(fd[i] - 1)
+        if res[i]:
+            w["resource"] = res[i] - 1
+        out.append(w)
+    return out
 
 
 def _block(raw):
