@@ -755,13 +755,16 @@ fn process_groups(p: &SampledProfile, multi_thread: &BTreeSet<i32>) -> HashMap<i
     rep
 }
 
-/// Sampled threads of one process with the same name, the main thread (tid = pid)
+/// Threads of one sampled process with the same name, the main thread (tid = pid)
 /// aside: tid → lowest tid of its group, and group sizes (groups of 2+ only).
 fn thread_groups(p: &SampledProfile) -> (HashMap<i32, i32>, HashMap<i32, usize>) {
     let sampled = p.sampled_threads();
+    let sampled_pids: HashSet<i32> = sampled.iter().map(|&(pid, _)| pid).collect();
     let mut by_name: HashMap<(i32, &str), Vec<i32>> = HashMap::new();
     for t in &p.threads {
-        if t.tid != t.pid && sampled.contains(&(t.pid, t.tid)) {
+        // Threads with no sample count too, in a process that has some: the critical
+        // path charges them what they ran unsampled (see `critical::Walk::wait`).
+        if t.tid != t.pid && sampled_pids.contains(&t.pid) {
             by_name
                 .entry((t.pid, t.name.as_str()))
                 .or_default()

@@ -302,6 +302,10 @@ pub fn critical_path(
         unsampled: HashMap::new(),
         retries: FastMap::default(),
         sites: FastMap::default(),
+        silent: (p.threads.iter())
+            .filter(|t| !lines.contains_key(&t.tid))
+            .map(|t| (t.tid, t.pid))
+            .collect(),
         work: vec![Work::Start(Item {
             tid: start_tid,
             lo: first,
@@ -472,6 +476,9 @@ struct Walk<'a, 'c> {
     retries: FastMap<(i32, u32), (usize, usize, Option<Retry>)>,
     /// Each stack's wait site (see [`Walk::site`]).
     sites: FastMap<u32, Option<u32>>,
+    /// Threads of the tree with no line (no sample at all: they ran briefly and never
+    /// blocked), by tid: their pid.
+    silent: FastMap<i32, i32>,
     work: Vec<Work>,
 }
 
@@ -789,6 +796,24 @@ impl Walk<'_, '_> {
                 self.credit(o.sample(), b - mid, Some(WaitCategory::Runqueue));
             }
             return (mid > a).then_some((w, a, mid));
+        }
+        // Ended by a thread of the tree that has no sample: it started, ran briefly and
+        // ended without ever blocking (a Python server's handler thread, started and
+        // waited for by `Thread.start`, answered its request in under a sampling
+        // period). The run waited for it: its unsampled time, not this thread's wait.
+        if let Some((w, wt)) = o.waker(&self.p.samples)
+            && w != tid
+            && let Some(&pid) = self.silent.get(&w)
+        {
+            let mid = wt.clamp(a, b);
+            if b > mid {
+                self.credit(o.sample(), b - mid, Some(WaitCategory::Runqueue));
+            }
+            if mid > a {
+                let via = via_lock || o.lock();
+                *self.unsampled.entry((pid, w, via)).or_default() += mid - a;
+            }
+            return None;
         }
         // Preempted while others queue for a lock it holds: serialized, so Lock.
         let held = if o.preempted() && !via_lock {
@@ -1279,6 +1304,23 @@ mod tests {
         let cp = p.path(&[]);
         let by = per_tid(&p.0, &cp);
         assert_eq!(by.get(&1).copied(), Some(9_100_000), "{by:?}");
+    }
+
+    #[test]
+    fn a_wait_ended_by_a_thread_with_no_sample_is_that_thread_s_time() {
+        // A server's main thread (1) starts handler threads and waits for each to start
+        // (Python's `Thread.start`): handler 3 ran [2, 9) ms unsampled, never blocked,
+        // ended main's wait at 9 ms and exited. Main ran [0, 2) and [9.5, 12).
+        let p = P::new(&[(1, None)])
+            .thread(1, 3)
+            .on(1, 0, 2)
+            .off(1, 2 * MS, 9_500_000, Some((3, 9 * MS)))
+            .on(1, 10, 12);
+        let cp = p.path(&[]);
+        let by = per_tid(&p.0, &cp);
+        assert_eq!(by.get(&3).copied(), Some(7 * MS), "{cp:?}");
+        assert_eq!(charged_as(&cp, WaitCategory::Runqueue), 500_000, "{cp:?}");
+        assert_eq!(total(&cp), cp.span_ns, "{cp:?}");
     }
 
     #[test]
