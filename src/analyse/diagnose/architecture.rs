@@ -64,18 +64,30 @@ fn n_plus_one(f: &Facts, out: &mut RuleOutput) {
         if total < MIN_ROUND_TRIPS {
             continue;
         }
-        let carries = |s: &super::facts::StepFact| {
-            resource_of(s, p).is_some_and(|r| r.round_trips.unwrap_or(0) >= MIN_ROUND_TRIPS)
+        // The deepest call site making nearly all of the peer's round trips: the loop.
+        // A client whose request and reply go through different call paths below it
+        // (psql: libpq's send, 185 turns, beside PQgetResult, 214) has each path carry
+        // only part; the deepest carrier of any would name half the loop. A site's
+        // figures are those of its outermost steps added up (one line can reach
+        // `connect` and `recv` as sibling steps).
+        let carries = |min: u64| {
+            move |s: &super::facts::StepFact| {
+                resource_of(s, p).is_some()
+                    && site_totals(f, p, &s.call_site).is_some_and(|(n, _)| n >= min)
+            }
         };
-        let (at, steps) = site::peer_site(f, p, carries);
+        let most = (total - total / 10).max(MIN_ROUND_TRIPS);
+        let min = if f.steps.iter().any(carries(most)) {
+            most
+        } else {
+            MIN_ROUND_TRIPS
+        };
+        let (at, steps) = site::peer_site(f, p, carries(min));
         let carrier = steps
             .first()
             .and_then(|id| f.step(id))
-            .and_then(|s| resource_of(s, p))
-            .filter(|r| r.round_trips.unwrap_or(0) >= MIN_ROUND_TRIPS);
-        // Per-step round trips not recorded: the peer's totals at the blocked calls' site.
-        // One call site can be several sibling steps (the same line reaching `connect`
-        // and `recv`): their figures add up.
+            .filter(|s| carries(min)(s))
+            .and_then(|s| resource_of(s, p));
         let (n, wait) = carrier.map_or((total, p.wait_ms), |r| {
             site_totals(f, p, &at).unwrap_or((r.round_trips.unwrap_or(total), site::wait_of(r)))
         });
@@ -326,6 +338,28 @@ mod tests {
         assert_eq!(s.verdict, V::Confirmed);
         assert!(
             s.evidence.contains("50 round trips × 15.6 ms"),
+            "{}",
+            s.evidence
+        );
+    }
+
+    #[test]
+    fn a_loop_whose_requests_and_replies_take_different_paths_is_named_as_the_loop() {
+        // psql: the statement loop (1.1) makes 50 round trips; below it libpq sends on
+        // one call path (22 turns counted there) and reads replies on another (28).
+        let mut f = loop_of(50);
+        let lib = f.steps.pop().expect("lib step");
+        let mut send = step("1.1.1", "send_query (app.c:20)", 400.0);
+        send.resources = vec![res("postgres:5432", 380.0, Some(22), Some(1))];
+        let mut get = step("1.1.2", "get_result (app.c:30)", 420.0);
+        get.resources = vec![res("postgres:5432", 400.0, Some(28), Some(1))];
+        f.steps.extend([send, get, lib]);
+        let out = check(&f);
+        let s = &out.findings[0].suspicion;
+        assert_eq!(s.verdict, V::Confirmed);
+        assert_eq!(s.location, "fetch_user (app.c:12)");
+        assert!(
+            s.evidence.contains("50 round trips × 16.0 ms"),
             "{}",
             s.evidence
         );
