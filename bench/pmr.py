@@ -111,24 +111,7 @@ def _waits(raw, first):
 
 
 def _block(raw):
-    cols, at = [], 0
-
-    def varint():
-        nonlocal at
-        v, shift = 0, 0
-        while True:
-            byte = raw[at]
-            at += 1
-            v |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                return v
-
-    n = varint()
-    for _ in range(7):
-        ln = varint()
-        cols.append(raw[at: at + ln])
-        at += ln
+    n, cols = _columns(raw, 7)
     pid, tid, time, stack, weight = (_varints(c) for c in cols[:5])
     kind, wakers = cols[5], iter(_varints(cols[6]))
     p = t = tm = 0

@@ -1158,6 +1158,21 @@ mod tests {
         p
     }
 
+    /// Two wait sites (leaves 0 and 1): thread `tid`'s samples starting at a time in
+    /// `first` get leaf 0, its others leaf 1 (a join wait and the GIL waits between).
+    fn two_sites(mut p: P, tid: i32, first: &[u64]) -> P {
+        for _ in 0..2 {
+            p.0.stacks.push(StackNode {
+                frame: 0,
+                parent: None,
+            });
+        }
+        for s in p.0.samples.iter_mut().filter(|s| s.tid == tid) {
+            s.stack = Some(if first.contains(&s.time_ns) { 0 } else { 1 }).into();
+        }
+        p
+    }
+
     #[test]
     fn timed_waits_made_again_until_a_thread_ends_one_are_one_wait_for_it() {
         // Main (1) waits from one place in 4 ms timed waits that time out (no waker),
@@ -1199,7 +1214,7 @@ mod tests {
     fn other_waits_between_the_retries_of_a_timed_wait_are_part_of_it() {
         // Python's `join(timeout)` in a loop: each timeout is followed by a wait for the
         // GIL (another place, ended by the worker) before the next join wait.
-        let mut p = P::new(&[(1, None)])
+        let p = P::new(&[(1, None)])
             .thread(1, 2)
             .off(1, 0, 4 * MS, None)
             .off(1, 4_050_000, 6 * MS, Some((2, 6 * MS)))
@@ -1207,16 +1222,9 @@ mod tests {
             .off(1, 10_050_000, 12 * MS, Some((2, 12 * MS)))
             .off(1, 12_050_000, 13_050_000, Some((2, 13 * MS)))
             .on(2, 0, 13);
-        for _ in 0..2 {
-            p.0.stacks.push(StackNode {
-                frame: 0,
-                parent: None,
-            });
-        }
-        for (n, s) in p.0.samples.iter_mut().filter(|s| s.tid == 1).enumerate() {
-            // Join waits at stack 0, GIL waits at stack 1.
-            s.stack = Some(if n % 2 == 0 { 0 } else { 1 }).into();
-        }
+        // Join waits at stack 0, GIL waits at stack 1.
+        let join = [0, 6_050_000, 12_050_000];
+        let p = two_sites(p, 1, &join);
         let cp = p.path(&[]);
         let by = per_tid(&p.0, &cp);
         assert_eq!(by.get(&2).copied(), Some(13 * MS), "{by:?}");
@@ -1242,17 +1250,8 @@ mod tests {
                 state: WaitState::Preempted,
             };
         }
-        for _ in 0..2 {
-            p.0.stacks.push(StackNode {
-                frame: 0,
-                parent: None,
-            });
-        }
         // Join waits (stack 0) first and last two; GIL waits (stack 1) between.
-        let join = [0, 15_050_000, 19_050_000];
-        for s in p.0.samples.iter_mut().filter(|s| s.tid == 1) {
-            s.stack = Some(if join.contains(&s.time_ns) { 0 } else { 1 }).into();
-        }
+        let p = two_sites(p, 1, &[0, 15_050_000, 19_050_000]);
         let cp = p.path(&[]);
         let by = per_tid(&p.0, &cp);
         assert_eq!(by.get(&2).copied(), Some(20 * MS), "{by:?}");
@@ -1263,44 +1262,27 @@ mod tests {
     fn retries_whose_last_timed_out_end_at_the_wait_a_thread_ended_after_it() {
         // Python's loop ends when its last join wait times out and the worker's exit
         // hands it the GIL (a wait at another place, ended by the worker at 12 ms).
-        let mut p = P::new(&[(1, None)])
+        let p = P::new(&[(1, None)])
             .thread(1, 2)
             .off(1, 0, 4 * MS, None)
             .off(1, 4_050_000, 5 * MS, Some((2, 5 * MS)))
             .off(1, 5_050_000, 9 * MS, None)
             .off(1, 9_050_000, 12_050_000, Some((2, 12 * MS)))
             .on(2, 0, 12);
-        for _ in 0..2 {
-            p.0.stacks.push(StackNode {
-                frame: 0,
-                parent: None,
-            });
-        }
         let join = [0, 5_050_000];
-        let stacks = |p: &mut P| {
-            for s in p.0.samples.iter_mut().filter(|s| s.tid == 1) {
-                s.stack = Some(if join.contains(&s.time_ns) { 0 } else { 1 }).into();
-            }
-        };
-        stacks(&mut p);
+        let p = two_sites(p, 1, &join);
         let cp = p.path(&[]);
         let by = per_tid(&p.0, &cp);
         assert_eq!(by.get(&2).copied(), Some(12 * MS), "{by:?}");
         assert_eq!(by.get(&1).copied(), Some(50_000), "{by:?}");
         // One timed wait that timed out (no retry: a deliberate delay, perhaps), then a
         // lock the worker held: the delay is main's own.
-        let mut p = P::new(&[(1, None)])
+        let p = P::new(&[(1, None)])
             .thread(1, 2)
             .off(1, 0, 9 * MS, None)
             .off(1, 9_050_000, 12_050_000, Some((2, 12 * MS)))
             .on(2, 0, 12);
-        for _ in 0..2 {
-            p.0.stacks.push(StackNode {
-                frame: 0,
-                parent: None,
-            });
-        }
-        stacks(&mut p);
+        let p = two_sites(p, 1, &join);
         let cp = p.path(&[]);
         let by = per_tid(&p.0, &cp);
         assert_eq!(by.get(&1).copied(), Some(9_100_000), "{by:?}");
