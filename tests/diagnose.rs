@@ -125,13 +125,15 @@ fn a_program_whose_cpu_is_in_libc_is_already_optimized() {
 
 #[test]
 fn fsyncs_of_normal_length_are_within_the_norm() {
+    // 64 syncs (4 MB in 64 KiB blocks, ~190 waits): too few to call their number a
+    // pattern.
     let _one = serial();
     let d = tempfile::tempdir().expect("tempdir");
     let data = d.path().join("data.bin");
     let map = record(
         &d.path().join("out"),
         &compile("fsync_writer", &[]),
-        &[data.to_str().expect("utf-8"), "8"],
+        &[data.to_str().expect("utf-8"), "4"],
     );
     let ind = indicators(&map);
     let norm = ind
@@ -144,6 +146,44 @@ fn fsyncs_of_normal_length_are_within_the_norm() {
     );
     let why = map["profile_result"]["top_bottlenecks"][0]["why_chain"].to_string();
     assert!(why.contains("synced") && why.contains("data.bin"), "{why}");
+}
+
+#[test]
+fn hundreds_of_syncs_are_the_code_s_choice_not_the_norm() {
+    // 320 syncs (20 MB in 64 KiB blocks), each of normal length: syncing less often is
+    // the advice, and the run is not called "within the norm".
+    let _one = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    let data = d.path().join("data.bin");
+    let map = record(
+        &d.path().join("out"),
+        &compile("fsync_writer", &[]),
+        &[data.to_str().expect("utf-8"), "20"],
+    );
+    let found = map["profile_result"]["suspicion_stack"]
+        .as_array()
+        .expect("suspicions")
+        .iter()
+        .find(|s| {
+            s["description"]
+                .as_str()
+                .is_some_and(|w| w.starts_with("many syncs of "))
+        })
+        .unwrap_or_else(|| panic!("{:#}", map["profile_result"]["suspicion_stack"]))
+        .clone();
+    assert_eq!(found["verdict"], "confirmed", "{found}");
+    assert!(
+        found["description"]
+            .as_str()
+            .is_some_and(|w| w.contains("data.bin")),
+        "{found}"
+    );
+    let ind = indicators(&map);
+    assert!(
+        !ind.iter()
+            .any(|i| i.starts_with("within_industry_norm") && i.contains("data.bin")),
+        "{ind:?}"
+    );
 }
 
 #[test]

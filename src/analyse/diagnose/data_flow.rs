@@ -10,6 +10,11 @@
 //! - A file read through the page cache: at least [`MIN_CALLS`] read calls and at least
 //!   [`CALLS_PER_PAGE`] calls per page of the file's extent (on average ≤ 1 KiB a call).
 //!   File writes are not counted per call by the recording.
+//! - A file synced to storage often: at least [`MIN_SYNCS`] waits in fsync/fdatasync
+//!   holding at least [`SYNC_SHARE_PCT`] of the wall. Each sync may take what a sync
+//!   normally takes (`within_industry_norm` says so when nothing is confirmed), but how
+//!   many are made is the code's choice: sqlite3 committing 300 inserts one by one
+//!   waited 1,782 times in fdatasync of its journal, 41% of the run.
 
 use super::facts::Facts;
 use super::site::{self, resource_of};
@@ -20,11 +25,18 @@ pub const SMALL_BYTES: u64 = 128;
 pub const CALLS_PER_PAGE: u64 = 4;
 /// Calls per round trip up to which a connection's small calls are whole messages.
 pub const CALLS_PER_TURN: u64 = 4;
+/// Waits in fsync/fdatasync of one file from which syncing is a pattern, not an event:
+/// about a hundred syncs (one to ext4 waits about three times: 320 syncs of 64 KiB
+/// blocks, 917 waits).
+pub const MIN_SYNCS: u64 = 300;
+/// Share of the wall those waits must hold.
+pub const SYNC_SHARE_PCT: f64 = 10.0;
 
 const NOTE: &str = "data_flow: calls and bytes per socket peer (socket tracepoints) and read \
                     calls per page of each file (filemap:mm_filemap_get_pages); confirmed at \
                     ≥ 1000 calls of < 128 bytes, over 4 a round trip (sockets) or ≥ 4 calls \
-                    per page (files)";
+                    per page (files); syncs per file from the stacks of waits in \
+                    fsync/fdatasync, confirmed at ≥ 300 waits holding ≥ 10% of wall";
 
 pub fn check(f: &Facts) -> RuleOutput {
     let mut out = RuleOutput::default();
@@ -90,8 +102,41 @@ pub fn check(f: &Facts) -> RuleOutput {
             );
         }
     }
+    // Small I/O is dismissed (or not checked) whatever the syncs show.
     if out.findings.is_empty() {
         dismiss(f, &mut out);
+    }
+    for sy in &f.syncs {
+        let share = f.share(sy.ms);
+        if sy.intervals >= MIN_SYNCS && share >= SYNC_SHARE_PCT {
+            out.findings.push(
+                Finding::new(
+                    C::DataFlow,
+                    V::Confirmed,
+                    sy.path.clone(),
+                    format!("many syncs of {}", sy.path),
+                    format!(
+                        "{} waits in fsync/fdatasync of {}, {} each, took {} ({share:.1}% of \
+                         wall): each is a normal sync, their number is the code's",
+                        sy.intervals,
+                        sy.path,
+                        site::ms(sy.ms / sy.intervals as f64),
+                        site::ms(sy.ms)
+                    ),
+                    NOTE,
+                )
+                .advice(
+                    format!(
+                        "sync {} less often: group the writes into fewer commits (one \
+                         transaction around the loop, BEGIN … COMMIT), or sync once per batch",
+                        sy.path
+                    ),
+                    Some(share),
+                    format!("at most the {share:.1}% of wall in its syncs"),
+                )
+                .on(&sy.path),
+            );
+        }
     }
     out
 }
@@ -139,7 +184,7 @@ fn dismiss(f: &Facts, out: &mut RuleOutput) {
 #[cfg(test)]
 mod tests {
     use super::super::super::resources::ResourceRole;
-    use super::super::facts::FileFact;
+    use super::super::facts::{FileFact, SyncFact};
     use super::super::site::testing::*;
     use super::*;
 
@@ -176,6 +221,44 @@ mod tests {
         f.file_reads[0].calls = 63;
         f.file_reads[0].pages_read = 1000;
         assert_eq!(check(&f).findings[0].suspicion.verdict, V::Dismissed);
+    }
+
+    #[test]
+    fn a_file_synced_hundreds_of_times_is_confirmed_and_a_few_syncs_are_not() {
+        let mut f = facts(700.0);
+        f.syncs = vec![SyncFact {
+            path: "/data/t.db-journal".into(),
+            intervals: 1782,
+            ms: 289.0,
+        }];
+        let out = check(&f);
+        let s = &out.findings[0];
+        assert_eq!(s.suspicion.verdict, V::Confirmed);
+        assert!(
+            s.suspicion.evidence.contains("1782 waits"),
+            "{}",
+            s.suspicion.evidence
+        );
+        assert_eq!(s.advice.as_ref().and_then(|a| a.gain_pct), Some(41.3));
+        // A few dozen syncs (a program's saves), or many that hold little of the run.
+        f.syncs[0].intervals = 190;
+        assert!(
+            check(&f)
+                .findings
+                .iter()
+                .all(|x| x.suspicion.verdict != V::Confirmed)
+        );
+        f.syncs[0] = SyncFact {
+            intervals: 500,
+            ms: 35.0,
+            ..f.syncs[0].clone()
+        };
+        assert!(
+            check(&f)
+                .findings
+                .iter()
+                .all(|x| x.suspicion.verdict != V::Confirmed)
+        );
     }
 
     #[test]
