@@ -123,18 +123,24 @@ fn a_program_whose_cpu_is_in_libc_is_already_optimized() {
     );
 }
 
+/// The map of tests/fixtures/c/fsync_writer.c writing `mb` MB in 64 KiB blocks, an
+/// fsync after each, to a file `data.bin` in a temporary folder.
+fn fsync_writer_map(mb: u32) -> Value {
+    let d = tempfile::tempdir().expect("tempdir");
+    let data = d.path().join("data.bin");
+    record(
+        &d.path().join("out"),
+        &compile("fsync_writer", &[]),
+        &[data.to_str().expect("utf-8"), &mb.to_string()],
+    )
+}
+
 #[test]
 fn fsyncs_of_normal_length_are_within_the_norm() {
     // 64 syncs (4 MB in 64 KiB blocks, ~190 waits): too few to call their number a
     // pattern.
     let _one = serial();
-    let d = tempfile::tempdir().expect("tempdir");
-    let data = d.path().join("data.bin");
-    let map = record(
-        &d.path().join("out"),
-        &compile("fsync_writer", &[]),
-        &[data.to_str().expect("utf-8"), "4"],
-    );
+    let map = fsync_writer_map(4);
     let ind = indicators(&map);
     let norm = ind
         .iter()
@@ -153,13 +159,7 @@ fn hundreds_of_syncs_are_the_code_s_choice_not_the_norm() {
     // 320 syncs (20 MB in 64 KiB blocks), each of normal length: syncing less often is
     // the advice, and the run is not called "within the norm".
     let _one = serial();
-    let d = tempfile::tempdir().expect("tempdir");
-    let data = d.path().join("data.bin");
-    let map = record(
-        &d.path().join("out"),
-        &compile("fsync_writer", &[]),
-        &[data.to_str().expect("utf-8"), "20"],
-    );
+    let map = fsync_writer_map(20);
     let found = map["profile_result"]["suspicion_stack"]
         .as_array()
         .expect("suspicions")
