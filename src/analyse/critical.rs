@@ -666,9 +666,9 @@ impl Walk<'_, '_> {
     /// begins a run of waits from the same stack with at most [`RETRY_GAP_NS`] of running
     /// between them (a timed wait that timed out and was made again; other waits between
     /// them are part of it) whose last wait a thread of the tree ended: that wait. When
-    /// the last retry timed out too, a wait after it that a thread ended ends the run. Runs are remembered per
-    /// thread and site, so a long one is scanned once however many pieces of the walk
-    /// fall in it.
+    /// the last retry timed out too, a wait after it that a thread ended ends the run.
+    /// Runs are remembered per thread and site, so a long one is scanned once however
+    /// many pieces of the walk fall in it.
     fn retried(&mut self, line: &Line, tid: i32, k: usize) -> Option<Retry> {
         let first = line.off.get(k)?;
         if !self.retriable(first) {
@@ -707,11 +707,12 @@ impl Walk<'_, '_> {
             // retries is not (two GIL timeouts and a preemption on a loaded machine
             // took the next join wait 10.3 ms past the last one's end). A wait ended by
             // hardware (a disk read) is work of the thread's own: it does not bridge.
-            if !self.retriable(o) || self.site(o.sample()) != Some(site) {
-                if self.retriable(o) {
+            let retriable = self.retriable(o);
+            if !retriable || self.site(o.sample()) != Some(site) {
+                if retriable {
                     between = ended_by(j, o).or(between);
                 }
-                if self.retriable(o) || o.preempted() {
+                if retriable || o.preempted() {
                     end = end.max(o.end(s));
                 }
                 j += 1;
@@ -787,33 +788,26 @@ impl Walk<'_, '_> {
         (a, b): (u64, u64),
         via_lock: bool,
     ) -> Option<(i32, u64, u64)> {
+        // Ended by a thread of the tree: the wait is its time up to the wake-up. A thread
+        // with no sample (it started, ran briefly and ended without ever blocking: a
+        // Python server's handler thread, waited for by `Thread.start`, answering its
+        // request in under a sampling period) holds it as its unsampled time.
         if let Some((w, wt)) = o.waker(&self.p.samples)
             && w != tid
-            && self.lines.contains_key(&w)
+            && (self.lines.contains_key(&w) || self.silent.contains_key(&w))
         {
             let mid = wt.clamp(a, b);
             if b > mid {
                 self.credit(o.sample(), b - mid, Some(WaitCategory::Runqueue));
+            }
+            if let Some(&pid) = self.silent.get(&w) {
+                if mid > a {
+                    let via = via_lock || o.lock();
+                    *self.unsampled.entry((pid, w, via)).or_default() += mid - a;
+                }
+                return None;
             }
             return (mid > a).then_some((w, a, mid));
-        }
-        // Ended by a thread of the tree that has no sample: it started, ran briefly and
-        // ended without ever blocking (a Python server's handler thread, started and
-        // waited for by `Thread.start`, answered its request in under a sampling
-        // period). The run waited for it: its unsampled time, not this thread's wait.
-        if let Some((w, wt)) = o.waker(&self.p.samples)
-            && w != tid
-            && let Some(&pid) = self.silent.get(&w)
-        {
-            let mid = wt.clamp(a, b);
-            if b > mid {
-                self.credit(o.sample(), b - mid, Some(WaitCategory::Runqueue));
-            }
-            if mid > a {
-                let via = via_lock || o.lock();
-                *self.unsampled.entry((pid, w, via)).or_default() += mid - a;
-            }
-            return None;
         }
         // Preempted while others queue for a lock it holds: serialized, so Lock.
         let held = if o.preempted() && !via_lock {

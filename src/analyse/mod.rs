@@ -536,8 +536,6 @@ fn analyse_own(p: &SampledProfile, profiler_ns: u64) -> Analysis {
     }
 }
 
-/// Why the session's time has no class: the unattributed categories' shares and the
-/// evidence that was missing.
 /// How long the run waited for profmap to read the target's output from its pipes,
 /// when it is 1% of the run or more: a program that writes fast blocks on the pipe while
 /// profmap logs what it read, which a terminal, a file or /dev/null would not make it do.
@@ -564,6 +562,8 @@ fn captured_output_warning(
     })
 }
 
+/// Why the session's time has no class: the unattributed categories' shares and the
+/// evidence that was missing.
 fn unknown_why(p: &SampledProfile, tree: &CallTree) -> String {
     let root = tree.root();
     let share = |c: WaitCategory| steps::pct(root.crit_waits_ns.get(c), root.crit_ns);

@@ -111,11 +111,14 @@ pub fn refine(cat: WaitCategory, role: Option<ResourceRole>) -> WaitCategory {
     use WaitCategory as W;
     let Some(role) = role else { return cat };
     let socket_wait = matches!(cat, W::Network | W::Poll | W::Other);
+    // A preemption with a server named (`waited::at_syscall_exit`: the server the
+    // request woke took the CPU, the reply was read right after) is that server's time.
+    let served = socket_wait || cat == W::Runqueue;
     match role {
-        ResourceRole::Database if socket_wait => W::Db,
-        ResourceRole::External if socket_wait => W::External,
+        ResourceRole::Database if served => W::Db,
+        ResourceRole::External if served => W::External,
         ResourceRole::Listener if socket_wait => W::Idle,
-        ResourceRole::Service if socket_wait => W::Network,
+        ResourceRole::Service if served => W::Network,
         ResourceRole::Pipe if matches!(cat, W::Poll | W::Other) => W::Pipe,
         // A read or sync named only by its call (no kernel stack): the file says it.
         ResourceRole::File if cat == W::Other => W::File,

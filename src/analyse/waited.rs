@@ -191,28 +191,16 @@ fn at_syscall_exit(p: &SampledProfile, leaf: u32) -> bool {
         "exit_to_usermode_loop",
         "syscall_exit_to_user_mode",
     ];
-    let (mut exit, mut syscall) = (false, false);
-    let mut cur = Some(leaf);
-    // Bounded however the recording's parents point.
-    for _ in 0..p.stacks.len() {
-        let Some(node) = cur.and_then(|n| p.stacks.get(n as usize)) else {
-            break;
-        };
-        let Some(f) = p.frames.get(node.frame as usize) else {
-            break;
-        };
-        if f.kind != FrameKind::Kernel {
-            break;
-        }
-        let name = f.function.as_str();
-        if name.starts_with("irqentry_") || name.starts_with("asm_") {
-            return false;
-        }
-        exit |= EXITS.contains(&name);
-        syscall |= name == "do_syscall_64" || name.starts_with("entry_SYSCALL");
-        cur = node.parent;
-    }
-    exit && syscall
+    let frames = p.stack_frames(leaf);
+    // The kernel's frames: the innermost ones.
+    let kernel: Vec<&str> = (frames.iter().rev())
+        .take_while(|f| f.kind == FrameKind::Kernel)
+        .map(|f| f.function.as_str())
+        .collect();
+    let interrupt = (kernel.iter()).any(|n| n.starts_with("irqentry_") || n.starts_with("asm_"));
+    let exit = kernel.iter().any(|n| EXITS.contains(n));
+    let syscall = (kernel.iter()).any(|n| *n == "do_syscall_64" || n.starts_with("entry_SYSCALL"));
+    exit && syscall && !interrupt
 }
 
 /// By sample index, the off-CPU samples after which the thread took a client's work:
@@ -352,16 +340,7 @@ pub fn category(
     if for_client {
         return WaitCategory::Idle;
     }
-    // A preemption handed to a server by a request (see `at_syscall_exit`) is the
-    // server's time, as a blocked read of its reply would be.
-    let role = roles.role(resource);
-    let handed = cat == WaitCategory::Runqueue
-        && matches!(
-            role,
-            Some(ResourceRole::Database | ResourceRole::External | ResourceRole::Service)
-        );
-    let cat = if handed { WaitCategory::Network } else { cat };
-    let refined = roles::refine(cat, role);
+    let refined = roles::refine(cat, roles.role(resource));
     let unexplained_poll = refined == WaitCategory::Poll
         && p.sockets_recorded
         && p.wakers_recorded

@@ -386,8 +386,8 @@ fn decode_status(status: i32) -> ExitStatus {
 /// Copy a pipe to the log and, if `echo` is Some(to_stderr), to the terminal.
 fn tee(mut src: File, log: LogSink, echo: Option<bool>) -> JoinHandle<()> {
     std::thread::spawn(move || {
-        // As large as the pipe (`launch::OUTPUT_PIPE_BYTES`): one read empties it.
-        let mut buf = vec![0u8; 1 << 20];
+        // As large as the pipe: one read empties it.
+        let mut buf = vec![0u8; crate::target::launch::OUTPUT_PIPE_BYTES];
         loop {
             let n = match src.read(&mut buf) {
                 Ok(0) => break,

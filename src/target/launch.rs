@@ -152,13 +152,13 @@ fn is_executable(p: &Path) -> bool {
 /// Bytes of the pipes the target's stdout and stderr go through (the kernel's default
 /// is 64 KiB): a program writing fast blocked on a full pipe while profmap logged the
 /// last read (`cat` of 36 MB: 1,553 blocked writes, 77% of its run).
-const OUTPUT_PIPE_BYTES: i32 = 1 << 20;
+pub const OUTPUT_PIPE_BYTES: usize = 1 << 20;
 
 /// Give a pipe [`OUTPUT_PIPE_BYTES`] of room, or what the system allows
 /// (`/proc/sys/fs/pipe-max-size` caps it for a user without CAP_SYS_RESOURCE); the
 /// default room where neither is granted.
 fn widen(fd: &OwnedFd) {
-    let mut bytes = OUTPUT_PIPE_BYTES;
+    let mut bytes = OUTPUT_PIPE_BYTES as i32;
     while bytes > 1 << 16 {
         // SAFETY: F_SETPIPE_SZ on a pipe descriptor we own; failure leaves it as it was.
         if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, bytes) } >= 0 {

@@ -22,11 +22,11 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-/// The process at a pipe's other end: its pid and `comm (pid N)`.
-pub(crate) type PipePeer = (i32, String);
-
 use super::unixdiag;
 use crate::profile::{Resource, ResourceKind};
+
+/// The process at a pipe's other end: its pid and `comm (pid N)`.
+pub(crate) type PipePeer = (i32, String);
 
 /// Owner scans (each ~2 ms) per drain round.
 pub(crate) const SCANS_PER_ROUND: u32 = 4;
