@@ -1,6 +1,8 @@
 //! How busy each block device was during a run, from `/proc/diskstats` read before and
 //! after it: the share of the run's wall time the device had I/O in flight
-//! (`io_ticks`), and the bytes moved. Machine-wide, not the target's own: a disk near
+//! (`io_ticks`), the bytes moved, the read requests and their time, and how many
+//! requests were in flight while it was busy (weighted I/O time over `io_ticks`: about
+//! 1 when a reader waited for each request before issuing the next). Machine-wide, not the target's own: a disk near
 //! 100 % busy while the target waits on it is the infrastructure's limit, not the
 //! code's. Devices with no I/O during the run (and loop/ram devices) are left out.
 
@@ -8,12 +10,16 @@ use std::collections::HashMap;
 
 pub use crate::profile::DiskBusy;
 
-/// Counters of one device: io_ticks (ms), sectors read, sectors written.
+/// Counters of one device: io_ticks (ms), sectors read, sectors written, reads
+/// completed, time reading (ms), weighted I/O time (ms).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
     io_ticks_ms: u64,
     sectors_read: u64,
     sectors_written: u64,
+    reads: u64,
+    read_ms: u64,
+    queue_ms: u64,
 }
 
 /// The devices' counters now; empty when /proc/diskstats cannot be read.
@@ -27,15 +33,18 @@ fn parse(text: &str) -> HashMap<String, Counters> {
     let mut out = HashMap::new();
     for line in text.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
-        let (Some(name), Some(rs), Some(ws), Some(ticks)) =
-            (f.get(2), f.get(5), f.get(9), f.get(12))
-        else {
+        let Some(name) = f.get(2) else {
             continue;
         };
         if name.starts_with("loop") || name.starts_with("ram") {
             continue;
         }
-        let (Ok(rs), Ok(ws), Ok(ticks)) = (rs.parse(), ws.parse(), ticks.parse()) else {
+        // Fields after the name: reads, merged, sectors read, ms reading, writes,
+        // merged, sectors written, ms writing, in progress, io_ticks, weighted ms.
+        let n = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
+        let (Some(reads), Some(rs), Some(read_ms), Some(ws), Some(ticks), Some(queue)) =
+            (n(3), n(5), n(6), n(9), n(12), n(13))
+        else {
             continue;
         };
         out.insert(
@@ -44,6 +53,9 @@ fn parse(text: &str) -> HashMap<String, Counters> {
                 io_ticks_ms: ticks,
                 sectors_read: rs,
                 sectors_written: ws,
+                reads,
+                read_ms,
+                queue_ms: queue,
             },
         );
     }
@@ -71,11 +83,19 @@ pub fn busy(
             } else {
                 0.0
             };
+            // The weighted time may lag io_ticks by a request in flight at either
+            // snapshot; a device busy under a millisecond has no meaningful average.
+            let queue = a.queue_ms.checked_sub(b.queue_ms)?;
+            let in_flight =
+                (ticks > 0).then(|| (queue as f64 / ticks as f64 * 100.0).round() / 100.0);
             Some(DiskBusy {
                 device: name.clone(),
                 busy_pct: (busy_pct * 10.0).round() / 10.0,
                 read_bytes: read,
                 written_bytes: written,
+                reads: Some(a.reads.checked_sub(b.reads)?),
+                read_ms: Some(a.read_ms.checked_sub(b.read_ms)?),
+                in_flight,
             })
         })
         .collect();
@@ -97,7 +117,7 @@ mod tests {
  253       1 vda1 1 0 2 0 0 0 0 0 0 5 0 0 0 0 0 0 0
 ";
     const AFTER: &str = "   7       0 loop0 9 0 90 0 0 0 0 0 0 99 0 0 0 0 0 0 0
- 253       0 vda 200 0 4048 70 30 0 1824 60 0 1450 130 0 0 0 0 0 0
+ 253       0 vda 200 0 4048 70 30 0 1824 60 0 1450 545 0 0 0 0 0 0
  253       1 vda1 1 0 2 0 0 0 0 0 0 5 0 0 0 0 0 0 0
 ";
 
@@ -111,6 +131,9 @@ mod tests {
                 busy_pct: 90.0,
                 read_bytes: 2048 * 512,
                 written_bytes: 1024 * 512,
+                reads: Some(100),
+                read_ms: Some(20),
+                in_flight: Some(1.01),
             }]
         );
     }

@@ -138,4 +138,14 @@ pub struct DiskBusy {
     pub busy_pct: f64,
     pub read_bytes: u64,
     pub written_bytes: u64,
+    /// Read requests completed, and their summed time from issue to completion, ms
+    /// (none in recordings made before 2026-12-07).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_ms: Option<u64>,
+    /// Requests in flight on average while the device was busy (the kernel's weighted
+    /// I/O time over its busy time): about 1 when one request at a time was served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<f64>,
 }

@@ -125,6 +125,9 @@ fn run(what: impl Display, r: &RunMeasurement) -> Result<(), String> {
     for (i, d) in r.disks.iter().enumerate() {
         text(format_args!("{what} disk {i} device"), &d.device)?;
         figure(format_args!("{what} disk {i} busy_pct"), d.busy_pct)?;
+        if let Some(x) = d.in_flight {
+            figure(format_args!("{what} disk {i} in_flight"), x)?;
+        }
     }
     count(
         format_args!("{what} timeline points"),

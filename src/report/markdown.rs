@@ -367,6 +367,45 @@ fn render_resources(o: &mut String, rs: &[crate::analyse::resources::ResourceUse
         ],
         &rows,
     );
+    render_directories(o, rs);
+}
+
+/// The waits on many files, summed by the directories they spread out from.
+fn render_directories(o: &mut String, rs: &[crate::analyse::resources::ResourceUse]) {
+    let dirs = super::dirs::by_directory(rs);
+    let Some(all) = dirs.first() else {
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "Files by directory: the {} files and directories waited on, summed under the \
+         directories their waits spread out from (each holding ≥ {}% of them).\n",
+        all.files,
+        super::dirs::MIN_SHARE_PCT
+    );
+    let rows: Vec<Vec<String>> = dirs
+        .iter()
+        .map(|d| {
+            vec![
+                d.path.clone(),
+                d.files.to_string(),
+                d.intervals.to_string(),
+                f(d.blocked_ms, 1),
+                d.critical_ms.map_or("—".to_string(), |v| f(v, 1)),
+            ]
+        })
+        .collect();
+    table(
+        o,
+        &[
+            "directory",
+            "files",
+            "blocked calls",
+            "blocked ms",
+            "critical ms",
+        ],
+        &rows,
+    );
 }
 
 /// A byte count in B, KiB, MiB or GiB.

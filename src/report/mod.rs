@@ -5,6 +5,7 @@
 pub mod baseline;
 pub mod commands;
 mod diagnosis;
+pub mod dirs;
 mod escalation;
 pub mod html;
 pub mod map;

@@ -30,6 +30,11 @@ pub struct Facts {
     pub file_reads_recorded: bool,
     /// Per file: off-CPU intervals inside fsync/fdatasync and their time (thread), ms.
     pub syncs: Vec<SyncFact>,
+    /// The waits on files and directories, all together.
+    pub files: FileWaits,
+    /// Bytes the profiled run's tree had read from storage (/proc/PID/io `read_bytes`:
+    /// not the page cache's), when measured.
+    pub storage_read_bytes: Option<u64>,
     /// Resident memory over a run, when one was sampled.
     pub rss: Option<RssSeries>,
     /// Block devices active during the profiled run (machine-wide), busiest first;
@@ -130,6 +135,16 @@ pub struct FileFact {
     pub extent_pages: u64,
 }
 
+/// The waits on files and directories (descriptors naming a path), summed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FileWaits {
+    /// Rows of "where the waiting goes": one per (process, path).
+    pub files: u64,
+    pub intervals: u64,
+    /// Their summed duration (thread time), ms.
+    pub blocked_ms: f64,
+}
+
 /// The syncs of one file.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SyncFact {
@@ -192,6 +207,8 @@ impl Facts {
             file_reads: file_reads(p),
             file_reads_recorded: p.file_reads_recorded,
             syncs: stacks::syncs(p),
+            files: file_waits(&a.resources),
+            storage_read_bytes: profiled.map(|r| r.read_bytes),
             rss: rss(profiled, runs),
             disks: profiled.map(|r| r.disks.clone()),
             involuntary_cs: profiled.map(|r| r.involuntary_cs),
@@ -385,6 +402,16 @@ pub(super) fn own_site(p: &SampledProfile, stack: Option<u32>) -> Option<String>
         .into_iter()
         .find(|f| !is_library(f) && !super::super::calltree::is_plumbing(&f.function))
         .map(|f| call_site(&f.function, f.location().as_deref()))
+}
+
+fn file_waits(uses: &[ResourceUse]) -> FileWaits {
+    let mut w = FileWaits::default();
+    for u in uses.iter().filter(|u| u.kind == ResourceKind::File) {
+        w.files += 1;
+        w.intervals += u.intervals;
+        w.blocked_ms += u.blocked_ms;
+    }
+    w
 }
 
 fn file_reads(p: &SampledProfile) -> Vec<FileFact> {

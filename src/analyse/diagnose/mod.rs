@@ -23,6 +23,7 @@ pub mod norms;
 mod redundant;
 mod site;
 mod stacks;
+mod storage;
 pub mod types;
 mod why;
 mod wrong_tool;
@@ -50,6 +51,7 @@ pub const RULES: &[Rule] = &[
     ("configuration", configuration::check),
     ("delayed_ack", delayed_ack::check),
     ("lock_contention", lock::check),
+    ("storage_reads", storage::check),
 ];
 
 /// What the diagnosis adds to the map.
@@ -254,8 +256,9 @@ mod tests {
     #[test]
     fn every_rule_family_is_registered() {
         let names: Vec<&str> = RULES.iter().map(|r| r.0).collect();
-        assert_eq!(names.len(), 8);
+        assert_eq!(names.len(), 9);
         assert!(names.contains(&"delayed_ack"));
         assert!(names.contains(&"connection_management"));
+        assert!(names.contains(&"storage_reads"));
     }
 }

@@ -6,7 +6,9 @@
 //! - `infrastructure_bound`: file waits hold at least [`FILE_SHARE_PCT`] of the wall
 //!   and a block device was busy (I/O in flight, /proc/diskstats `io_ticks`) for at
 //!   least [`SATURATED_PCT`] of the profiled run: the disk, not the code, sets the pace
-//!   (a disk that is not saturated says the waits are latency, not capacity);
+//!   (a disk that is not saturated says the waits are latency, not capacity), unless the
+//!   device had about one request in flight while busy: that is one reader waiting for
+//!   each read in turn, latency again (`storage`);
 //! - `within_industry_norm`: the heaviest resource, holding at least a third of the
 //!   wall, took per operation what such an operation normally takes (`norms`), and no
 //!   confirmed suspicion concerns it;
@@ -93,7 +95,11 @@ fn infrastructure(f: &Facts, warnings: &mut Vec<String>) -> Option<WrongToolEvid
         ));
         return None;
     };
-    let busiest = disks.first().filter(|d| d.busy_pct >= SATURATED_PCT)?;
+    let busiest = disks.first().filter(|d| {
+        d.busy_pct >= SATURATED_PCT
+            && d.in_flight
+                .is_none_or(|q| q >= super::storage::SERIAL_IN_FLIGHT)
+    })?;
     Some(WrongToolEvidence {
         indicator: W::InfrastructureBound,
         evidence: format!(
@@ -239,6 +245,9 @@ mod tests {
             busy_pct,
             read_bytes: 0,
             written_bytes: 64 << 20,
+            reads: None,
+            read_ms: None,
+            in_flight: None,
         };
         f.disks = Some(vec![disk(97.0)]);
         let mut warnings = Vec::new();
@@ -251,6 +260,12 @@ mod tests {
         );
         assert!(warnings.is_empty());
         f.disks = Some(vec![disk(40.0)]);
+        assert!(indicators(&f, &[], &mut Vec::new()).is_empty());
+        // Busy all along with one request at a time: a reader waiting on each read.
+        f.disks = Some(vec![DiskBusy {
+            in_flight: Some(1.0),
+            ..disk(97.0)
+        }]);
         assert!(indicators(&f, &[], &mut Vec::new()).is_empty());
     }
 }
