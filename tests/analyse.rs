@@ -654,6 +654,8 @@ fn recording(name: &str, sampled: SampledProfile) -> Recording {
         write_bytes: 0,
         rchar: 0,
         wchar: 0,
+        read_calls: None,
+        write_calls: None,
         voluntary_cs: 0,
         involuntary_cs: 0,
         minor_faults: 100,

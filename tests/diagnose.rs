@@ -112,6 +112,51 @@ fn a_cpu_bound_program_dismisses_every_io_suspicion() {
 }
 
 #[test]
+fn dd_with_512_byte_blocks_makes_many_small_calls_and_with_1m_blocks_does_not() {
+    // `dd bs=512` spends most of its run entering and leaving read and write: the
+    // kernel counts its calls (/proc/PID/io), the stacks the time inside them. Not
+    // "already optimized", though every sample is in libc or the kernel.
+    let _one = serial();
+    let dd = Path::new("/bin/dd");
+    let d = tempfile::tempdir().expect("tempdir");
+    let small = record(
+        &d.path().join("512"),
+        dd,
+        &["if=/dev/zero", "of=/dev/null", "bs=512", "count=200000"],
+    );
+    let s = suspicion(&small, "data_flow", "many small read/write calls")
+        .unwrap_or_else(|| panic!("{}", small["profile_result"]["suspicion_stack"]));
+    assert_eq!(s["verdict"], "confirmed", "{s}");
+    let evidence = s["evidence"].as_str().unwrap_or("");
+    assert!(evidence.contains("(512 bytes per call)"), "{evidence}");
+    let hint = small["profile_result"]["optimization_hints"][0].to_string();
+    assert!(hint.contains("larger blocks"), "{hint}");
+    assert!(
+        !indicators(&small)
+            .iter()
+            .any(|i| i.starts_with("already_optimized")),
+        "{:?}",
+        indicators(&small)
+    );
+    assert!(
+        small["profile_result"]["performance_map"]["baseline"]["io_write_calls"]
+            .as_u64()
+            .is_some_and(|n| n >= 200_000)
+    );
+
+    let large = record(
+        &d.path().join("1m"),
+        dd,
+        &["if=/dev/zero", "of=/dev/null", "bs=1M", "count=100"],
+    );
+    assert!(
+        suspicion(&large, "data_flow", "many small read/write calls").is_none(),
+        "{}",
+        large["profile_result"]["suspicion_stack"]
+    );
+}
+
+#[test]
 fn a_program_whose_cpu_is_in_libc_is_already_optimized() {
     let _one = serial();
     let d = tempfile::tempdir().expect("tempdir");

@@ -166,6 +166,8 @@ fn views(p: SampledProfile) -> (serde_json::Value, String) {
         write_bytes: 0,
         rchar: 0,
         wchar: 0,
+        read_calls: None,
+        write_calls: None,
         voluntary_cs: 40,
         involuntary_cs: 0,
         minor_faults: 100,

@@ -23,12 +23,17 @@ pub struct ProcIo {
     pub wchar: u64,
     pub read_bytes: u64,
     pub write_bytes: u64,
+    /// Read and write calls (read, pread64, readv, ... and their write twins).
+    pub syscr: u64,
+    pub syscw: u64,
 }
 
 impl ProcIo {
     pub fn add(&mut self, o: &ProcIo) {
         self.rchar += o.rchar;
         self.wchar += o.wchar;
+        self.syscr += o.syscr;
+        self.syscw += o.syscw;
         self.read_bytes += o.read_bytes;
         self.write_bytes += o.write_bytes;
     }
@@ -80,6 +85,8 @@ pub fn parse_io(s: &str) -> ProcIo {
             "wchar" => io.wchar = v,
             "read_bytes" => io.read_bytes = v,
             "write_bytes" => io.write_bytes = v,
+            "syscr" => io.syscr = v,
+            "syscw" => io.syscw = v,
             _ => {}
         }
     }
@@ -118,7 +125,7 @@ mod tests {
     #[test]
     fn io_fields() {
         let io = parse_io(
-            "rchar: 5\nwchar: 6\nsyscr: 1\nsyscw: 1\nread_bytes: 4096\nwrite_bytes: 8192\ncancelled_write_bytes: 0\n",
+            "rchar: 5\nwchar: 6\nsyscr: 1\nsyscw: 2\nread_bytes: 4096\nwrite_bytes: 8192\ncancelled_write_bytes: 0\n",
         );
         assert_eq!(
             io,
@@ -126,7 +133,9 @@ mod tests {
                 rchar: 5,
                 wchar: 6,
                 read_bytes: 4096,
-                write_bytes: 8192
+                write_bytes: 8192,
+                syscr: 1,
+                syscw: 2,
             }
         );
     }

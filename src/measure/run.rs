@@ -285,6 +285,8 @@ fn measurement(
         write_bytes: reaped.io.write_bytes,
         rchar: reaped.io.rchar,
         wchar: reaped.io.wchar,
+        read_calls: Some(reaped.io.syscr),
+        write_calls: Some(reaped.io.syscw),
         voluntary_cs: ru.nvcsw,
         involuntary_cs: ru.nivcsw,
         minor_faults: ru.minflt,

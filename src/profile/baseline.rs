@@ -91,6 +91,12 @@ pub struct RunMeasurement {
     pub write_bytes: u64,
     pub rchar: u64,
     pub wchar: u64,
+    /// Read and write calls of the tree (/proc/PID/io `syscr`, `syscw`: read, pread64,
+    /// readv... and their write twins); none in recordings made before 2026-12-07.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_calls: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_calls: Option<u64>,
     pub voluntary_cs: u64,
     pub involuntary_cs: u64,
     pub minor_faults: u64,

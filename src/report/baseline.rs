@@ -42,6 +42,10 @@ pub struct BaselineSummary {
     pub io_rchar_bytes: u64,
     /// Median bytes passed to write-like syscalls.
     pub io_wchar_bytes: u64,
+    /// Median read and write calls (/proc/PID/io syscr, syscw); None when a run's count
+    /// is unknown (recordings made before 2026-12-07).
+    pub io_read_calls: Option<u64>,
+    pub io_write_calls: Option<u64>,
     /// Median voluntary context switches (the tree blocked).
     pub voluntary_context_switches: u64,
     /// Median involuntary context switches (the tree was preempted).
@@ -118,6 +122,13 @@ pub fn exit_code_value(e: &ExitStatus) -> ExitCode {
 fn med_u64(v: impl Iterator<Item = u64>) -> u64 {
     let v: Vec<f64> = v.map(|x| x as f64).collect();
     stats::median(&v).unwrap_or(0.0).round() as u64
+}
+
+/// The median of counts every run knows; None when one does not.
+fn med_known(v: impl Iterator<Item = Option<u64>>) -> Option<u64> {
+    let all: Option<Vec<u64>> = v.collect();
+    all.filter(|a| !a.is_empty())
+        .map(|a| med_u64(a.into_iter()))
 }
 
 /// Summarise `runs` (the counted runs; warm-ups already removed). None when empty.
@@ -228,6 +239,8 @@ pub fn summarize(runs: &[&RunMeasurement], warmup_runs: u32) -> Option<BaselineS
         io_write_bytes: med_u64(runs.iter().map(|r| r.write_bytes)),
         io_rchar_bytes: med_u64(runs.iter().map(|r| r.rchar)),
         io_wchar_bytes: med_u64(runs.iter().map(|r| r.wchar)),
+        io_read_calls: med_known(runs.iter().map(|r| r.read_calls)),
+        io_write_calls: med_known(runs.iter().map(|r| r.write_calls)),
         voluntary_context_switches: med_u64(runs.iter().map(|r| r.voluntary_cs)),
         involuntary_context_switches: med_u64(runs.iter().map(|r| r.involuntary_cs)),
         minor_page_faults: med_u64(runs.iter().map(|r| r.minor_faults)),

@@ -262,6 +262,13 @@ fn render_io_processes(o: &mut String, b: &BaselineSummary) {
                 bytes(b.io_rchar_bytes),
             ],
             vec!["write calls (wchar)".into(), bytes(b.io_wchar_bytes)],
+            vec![
+                "read / write calls (syscr / syscw)".into(),
+                match (b.io_read_calls, b.io_write_calls) {
+                    (Some(r), Some(w)) => format!("{r} / {w}"),
+                    _ => "—".into(),
+                },
+            ],
         ],
     );
     let _ = writeln!(o, "### Processes\n");

@@ -23,6 +23,8 @@ fn run(index: u32, wall_ms: f64) -> RunMeasurement {
         write_bytes: 0,
         rchar: 0,
         wchar: 0,
+        read_calls: None,
+        write_calls: None,
         voluntary_cs: 0,
         involuntary_cs: 0,
         minor_faults: 0,

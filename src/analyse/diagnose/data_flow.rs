@@ -10,6 +10,7 @@
 //! - A file read through the page cache: at least [`MIN_CALLS`] read calls and at least
 //!   [`CALLS_PER_PAGE`] calls per page of the file's extent (on average ≤ 1 KiB a call).
 //!   File writes are not counted per call by the recording.
+//! - The tree's read and write calls of any kind, from the kernel's counts (`calls`).
 //! - A file synced to storage often: at least [`MIN_SYNCS`] waits in fsync/fdatasync
 //!   holding at least [`SYNC_SHARE_PCT`] of the wall. Each sync may take what a sync
 //!   normally takes (`within_industry_norm` says so when nothing is confirmed), but how
@@ -102,6 +103,7 @@ pub fn check(f: &Facts) -> RuleOutput {
             );
         }
     }
+    out.findings.extend(super::calls::small_calls(f));
     // Small I/O is dismissed (or not checked) whatever the syncs show.
     if out.findings.is_empty() {
         dismiss(f, &mut out);
@@ -164,9 +166,13 @@ fn dismiss(f: &Facts, out: &mut RuleOutput) {
             f.file_reads.len()
         ));
     }
+    if let Some(c) = &f.io_calls {
+        seen.push(format!("read/write calls: {}", super::calls::summary(f, c)));
+    }
     if seen.is_empty() {
         out.warnings.push(
-            "data_flow not checked: neither socket traffic nor page-cache reads were recorded"
+            "data_flow not checked: neither socket traffic, page-cache reads nor the run's \
+             read/write calls were recorded"
                 .into(),
         );
         return;

@@ -32,6 +32,8 @@ pub struct Facts {
     pub syncs: Vec<SyncFact>,
     /// The waits on files and directories, all together.
     pub files: FileWaits,
+    /// The profiled run's read and write calls, when counted.
+    pub io_calls: Option<IoCalls>,
     /// Bytes the profiled run's tree had read from storage (/proc/PID/io `read_bytes`:
     /// not the page cache's), when measured.
     pub storage_read_bytes: Option<u64>,
@@ -135,6 +137,20 @@ pub struct FileFact {
     pub extent_pages: u64,
 }
 
+/// The read and write calls of the profiled run's tree (/proc/PID/io), and the on-CPU
+/// time inside them (from the stacks).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IoCalls {
+    pub reads: u64,
+    pub writes: u64,
+    /// Bytes they moved (rchar + wchar: page cache, pipes and sockets included).
+    pub bytes: u64,
+    /// On-CPU time inside them, summed over threads, ms.
+    pub cpu_ms: f64,
+    /// That time by the user's own code nearest to the calls, ms, most first.
+    pub sites: Vec<(String, f64)>,
+}
+
 /// The waits on files and directories (descriptors naming a path), summed.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FileWaits {
@@ -209,6 +225,19 @@ impl Facts {
             syncs: stacks::syncs(p),
             files: file_waits(&a.resources),
             storage_read_bytes: profiled.map(|r| r.read_bytes),
+            io_calls: profiled.and_then(|r| {
+                Some(IoCalls {
+                    reads: r.read_calls?,
+                    writes: r.write_calls?,
+                    bytes: r.rchar + r.wchar,
+                    cpu_ms: ms(cpu.io_call_ns),
+                    sites: cpu
+                        .io_call_sites
+                        .iter()
+                        .map(|(s, ns)| (s.clone(), ms(*ns)))
+                        .collect(),
+                })
+            }),
             rss: rss(profiled, runs),
             disks: profiled.map(|r| r.disks.clone()),
             involuntary_cs: profiled.map(|r| r.involuntary_cs),

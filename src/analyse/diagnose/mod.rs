@@ -12,6 +12,7 @@
 //! 39 of 40 round trips' wait of a step holding 80% of wall gains at most 78%).
 
 mod architecture;
+mod calls;
 mod configuration;
 mod connection;
 mod data_flow;

@@ -175,6 +175,30 @@ fn last_on_cpu(p: &SampledProfile, by: &HashMap<i32, Vec<u32>>, tid: i32, t: u64
         .flatten()
 }
 
+/// The calls /proc/PID/io counts as reads and writes (`syscr`, `syscw`).
+pub(super) const IO_CALLS: &[&str] = &[
+    "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2",
+    "pwritev2",
+];
+
+/// Whether a stack is inside a read or write call: the syscall its kernel frames name,
+/// or, where they name none (a tick in the kernel's entry or exit path, above the
+/// syscall's own function), the C library's wrapper nearest the leaf.
+fn in_io_call(p: &SampledProfile, stack: Option<u32>, frames: &[&Frame]) -> bool {
+    use crate::sample::waiton::{syscall_of_stack, syscall_of_wrapper};
+    let named = stack.and_then(|leaf| syscall_of_stack(p, leaf));
+    let wrapper = || {
+        frames
+            .iter()
+            .find(|f| f.kind != FrameKind::Kernel)
+            .and_then(|f| syscall_of_wrapper(&f.function))
+    };
+    match named {
+        Some(s) => IO_CALLS.contains(&s.as_str()),
+        None => wrapper().is_some_and(|s| IO_CALLS.contains(&s)),
+    }
+}
+
 /// On-CPU figures of the stacks: time in libraries, and, for each of some functions,
 /// its time by the user's source line nearest to the leaf. One pass over the samples
 /// and one over the distinct stacks, whatever the number of functions.
@@ -183,6 +207,10 @@ pub(super) struct CpuFigures {
     pub library_ns: u64,
     /// All on-CPU time, ns.
     pub all_ns: u64,
+    /// On-CPU time inside read/write calls ([`IO_CALLS`]), ns, and by the user's own
+    /// code nearest to them (`function (file:line)`), most first.
+    pub io_call_ns: u64,
+    pub io_call_sites: Vec<(String, u64)>,
     /// One per function asked for, in that order.
     pub hot_lines: Vec<HotLines>,
 }
@@ -197,9 +225,16 @@ pub(super) fn cpu_figures(p: &SampledProfile, functions: &[&str]) -> CpuFigures 
         by: HashMap<String, u64>,
     }
     let mut of: Vec<Of> = functions.iter().map(|_| Of::default()).collect();
-    let (mut library_ns, mut all_ns) = (0u64, 0u64);
+    let (mut library_ns, mut all_ns, mut io_call_ns) = (0u64, 0u64, 0u64);
+    let mut io_sites: HashMap<String, u64> = HashMap::new();
     for (stack, weight_ns) in cpu_by_stack(p) {
         let frames = frames_of(p, stack);
+        if in_io_call(p, stack, &frames) {
+            io_call_ns += weight_ns;
+            if let Some(site) = super::facts::own_site(p, stack) {
+                *io_sites.entry(site).or_default() += weight_ns;
+            }
+        }
         let in_library = frames
             .iter()
             .find(|f| !f.inlined)
@@ -244,9 +279,13 @@ pub(super) fn cpu_figures(p: &SampledProfile, functions: &[&str]) -> CpuFigures 
             }
         })
         .collect();
+    let mut io_call_sites: Vec<(String, u64)> = io_sites.into_iter().collect();
+    io_call_sites.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     CpuFigures {
         library_ns,
         all_ns,
+        io_call_ns,
+        io_call_sites,
         hot_lines,
     }
 }

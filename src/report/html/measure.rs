@@ -89,6 +89,13 @@ pub fn baseline(o: &mut String, b: Option<&BaselineSummary>) {
                 "read / write calls (rchar / wchar)",
                 format!("{} / {}", bytes(b.io_rchar_bytes), bytes(b.io_wchar_bytes)),
             ),
+            (
+                "read / write calls (syscr / syscw)",
+                match (b.io_read_calls, b.io_write_calls) {
+                    (Some(r), Some(w)) => format!("{r} / {w}"),
+                    _ => "—".into(),
+                },
+            ),
             ("processes started", b.processes.to_string()),
             ("peak threads", b.threads_peak.to_string()),
         ],
