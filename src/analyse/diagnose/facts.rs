@@ -63,6 +63,11 @@ pub struct Facts {
     /// into the user's code) and in all code, ms.
     pub cpu_library_ms: f64,
     pub cpu_total_ms: f64,
+    /// Of the rest, on-CPU time in programs installed on the system (`installed`), ms,
+    /// per program, most first.
+    pub cpu_installed_ms: Vec<(String, f64)>,
+    /// The programs installed on the system among the profile's modules: name → path.
+    pub system_binaries: BTreeMap<String, String>,
     /// The top bottlenecks (their why-chains are rewritten from these facts).
     pub top: Vec<Bottleneck>,
     /// Per top bottleneck (by function): its on-CPU time by the user's own source line
@@ -91,6 +96,8 @@ pub struct StepFact {
     pub call_site: String,
     /// True when the step is library, runtime or kernel code, not the user's.
     pub system: bool,
+    /// The module of its code, when known.
+    pub module: Option<String>,
     pub wall_ms: f64,
     pub waits_ms: BTreeMap<String, f64>,
     pub resources: Vec<StepResource>,
@@ -212,7 +219,8 @@ impl Facts {
             .iter()
             .map(|b| b.function.as_str())
             .collect();
-        let cpu = stacks::cpu_figures(p, &functions);
+        let system_binaries = super::installed::system_binaries(p);
+        let cpu = stacks::cpu_figures(p, &functions, &system_binaries);
         let (cpu_library_ms, cpu_total_ms) = (ms(cpu.library_ns), ms(cpu.all_ns));
         Facts {
             wall_ms: a.total_wall_ms,
@@ -255,6 +263,12 @@ impl Facts {
             wakers_recorded: p.wakers_recorded,
             cpu_library_ms,
             cpu_total_ms,
+            cpu_installed_ms: cpu
+                .installed_ns
+                .iter()
+                .map(|(m, ns)| (m.clone(), ms(*ns)))
+                .collect(),
+            system_binaries,
             top: a.top_bottlenecks.clone(),
             hot_lines: cpu.hot_lines,
         }
@@ -293,6 +307,7 @@ fn flatten(steps: &[Step], depth: usize, out: &mut Vec<StepFact>) {
             depth,
             call_site: call_site(&s.function, s.location.as_deref()),
             system: super::super::ownframe::is_system(&frame) || is_library(&frame),
+            module: s.module.clone(),
             wall_ms: s.wall_time_ms,
             waits_ms: s.wait_breakdown_ms.clone(),
             resources: s.resources.clone(),

@@ -18,6 +18,7 @@ mod connection;
 mod data_flow;
 mod delayed_ack;
 pub mod facts;
+mod installed;
 mod lifecycle;
 mod lock;
 pub mod norms;
@@ -98,7 +99,7 @@ pub fn diagnose(f: &Facts) -> (Diagnosis, Vec<Finding>) {
         x.suspicion.id = Some(format!("S{}", i + 1));
     }
     let wrong_tool = wrong_tool::indicators(f, &found, &mut warnings);
-    let hints = found.iter().filter_map(hint).collect();
+    let hints = found.iter().filter_map(|x| hint(f, x)).collect();
     let d = Diagnosis {
         suspicions: found.iter().map(|x| x.suspicion.clone()).collect(),
         hints,
@@ -151,14 +152,17 @@ fn merge(found: Vec<Finding>) -> Vec<Finding> {
     out
 }
 
-fn hint(x: &Finding) -> Option<OptimizationHint> {
+fn hint(f: &Facts, x: &Finding) -> Option<OptimizationHint> {
     let a = x.advice.as_ref().filter(|_| x.confirmed())?;
+    let note = installed::program_of(f, x)
+        .map(installed::hint_note)
+        .unwrap_or_default();
     let gain = match a.gain_pct {
         Some(g) => format!("; expected gain ≤ {g:.1}% of wall ({})", a.gain_basis),
         None => format!("; expected gain not estimated ({})", a.gain_basis),
     };
     Some(OptimizationHint {
-        hint: a.hint.clone(),
+        hint: format!("{}{note}", a.hint),
         evidence: format!("{}{gain}", x.suspicion.evidence),
         suspicion: x.suspicion.id.clone(),
         step: x.suspicion.affected_steps.first().cloned(),

@@ -207,6 +207,9 @@ pub(super) struct CpuFigures {
     pub library_ns: u64,
     /// All on-CPU time, ns.
     pub all_ns: u64,
+    /// On-CPU time in the code of programs installed on the system (not library code,
+    /// and no Python frame above it), ns, per program, most first.
+    pub installed_ns: Vec<(String, u64)>,
     /// On-CPU time inside read/write calls ([`IO_CALLS`]), ns, and by the user's own
     /// code nearest to them (`function (file:line)`), most first.
     pub io_call_ns: u64,
@@ -217,7 +220,11 @@ pub(super) struct CpuFigures {
 
 /// Standard-library code inlined into the user's function is that function's code: the
 /// leaf's first non-inlined frame decides whether a stack's time is library time.
-pub(super) fn cpu_figures(p: &SampledProfile, functions: &[&str]) -> CpuFigures {
+pub(super) fn cpu_figures(
+    p: &SampledProfile,
+    functions: &[&str],
+    installed: &BTreeMap<String, String>,
+) -> CpuFigures {
     #[derive(Default)]
     struct Of {
         all: u64,
@@ -226,6 +233,7 @@ pub(super) fn cpu_figures(p: &SampledProfile, functions: &[&str]) -> CpuFigures 
     }
     let mut of: Vec<Of> = functions.iter().map(|_| Of::default()).collect();
     let (mut library_ns, mut all_ns, mut io_call_ns) = (0u64, 0u64, 0u64);
+    let mut installed_by: HashMap<String, u64> = HashMap::new();
     let mut io_sites: HashMap<String, u64> = HashMap::new();
     for (stack, weight_ns) in cpu_by_stack(p) {
         let frames = frames_of(p, stack);
@@ -242,6 +250,14 @@ pub(super) fn cpu_figures(p: &SampledProfile, functions: &[&str]) -> CpuFigures 
         all_ns += weight_ns;
         if in_library {
             library_ns += weight_ns;
+        } else if let Some(m) = frames
+            .iter()
+            .find(|f| !f.inlined)
+            .and_then(|f| f.module.as_deref())
+            .filter(|m| installed.contains_key(*m))
+            .filter(|_| !frames.iter().any(|f| f.kind == FrameKind::Python))
+        {
+            *installed_by.entry(m.to_string()).or_default() += weight_ns;
         }
         for (o, function) in of.iter_mut().zip(functions) {
             let Some(at) = frames.iter().position(|f| f.function == *function) else {
@@ -281,9 +297,12 @@ pub(super) fn cpu_figures(p: &SampledProfile, functions: &[&str]) -> CpuFigures 
         .collect();
     let mut io_call_sites: Vec<(String, u64)> = io_sites.into_iter().collect();
     io_call_sites.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut installed_ns: Vec<(String, u64)> = installed_by.into_iter().collect();
+    installed_ns.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     CpuFigures {
         library_ns,
         all_ns,
+        installed_ns,
         io_call_ns,
         io_call_sites,
         hot_lines,

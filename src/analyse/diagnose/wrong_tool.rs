@@ -13,7 +13,8 @@
 //!   wall, took per operation what such an operation normally takes (`norms`), and no
 //!   confirmed suspicion concerns it;
 //! - `already_optimized`: at least 80% of the wall on a CPU, at least half of that CPU
-//!   time in library code, and no confirmed suspicion about the code (run-queue waits
+//!   time in library code or in programs installed on the system (`installed`: `gzip
+//!   -9`'s own deflate loop), and no confirmed suspicion about the code (run-queue waits
 //!   are the machine's).
 
 use super::super::resources::ResourceRole;
@@ -64,16 +65,34 @@ pub fn indicators(
     out.extend(infrastructure(f, warnings));
     out.extend(within_norm(f, &confirmed_on));
     let cpu = f.wait("cpu") + f.wait("runqueue") + f.wait("memory");
+    let installed_ms: f64 = f.cpu_installed_ms.iter().map(|(_, ms)| ms).sum();
     if f.share(cpu) >= 80.0
         && f.cpu_total_ms > 0.0
-        && f.cpu_library_ms * 2.0 >= f.cpu_total_ms
+        && (f.cpu_library_ms + installed_ms) * 2.0 >= f.cpu_total_ms
         && !found.iter().any(|x| x.confirmed() && !environment(x))
     {
+        // Programs holding under 1% of the CPU time are not worth naming.
+        let pct = |ms: f64| ms * 100.0 / f.cpu_total_ms;
+        let names: Vec<&str> = f
+            .cpu_installed_ms
+            .iter()
+            .filter(|(_, ms)| pct(*ms) >= 1.0)
+            .map(|(m, _)| m.as_str())
+            .collect();
+        let installed = if names.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", {:.1}% in programs installed on the system ({}: not the user's code)",
+                pct(installed_ms),
+                names.join(", ")
+            )
+        };
         out.push(WrongToolEvidence {
             indicator: W::AlreadyOptimized,
             evidence: format!(
-                "{:.1}% of wall on a CPU, {:.1}% of the CPU time in library code, and no \
-                 confirmed suspicion about the code",
+                "{:.1}% of wall on a CPU, {:.1}% of the CPU time in library code{installed}, \
+                 and no confirmed suspicion about the code",
                 f.share(cpu),
                 f.cpu_library_ms * 100.0 / f.cpu_total_ms
             ),
@@ -191,6 +210,17 @@ mod tests {
         );
         f.cpu_library_ms = 100.0;
         assert!(indicators(&f, &[], &mut Vec::new()).is_empty());
+        // The rest in an installed program's own code (`gzip -9`): not the user's either.
+        f.cpu_installed_ms = vec![("gzip".into(), 795.0), ("cat".into(), 5.0)];
+        let got = indicators(&f, &[], &mut Vec::new());
+        assert_eq!(got[0].indicator, W::AlreadyOptimized);
+        assert!(
+            got[0]
+                .evidence
+                .contains("84.2% in programs installed on the system (gzip"),
+            "{}",
+            got[0].evidence
+        );
     }
 
     #[test]
