@@ -12,7 +12,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{compile, profmap, valid_map};
+use common::{compile, profmap, suspicion, valid_map};
 use serde_json::Value;
 
 /// CPU-bound fixtures on a 2-core machine: one at a time.
@@ -58,15 +58,6 @@ fn check_hints(map: &Value) {
         pr["wrong_tool_evidence"].as_array().expect("evidence"),
     );
     assert_eq!(names.len(), evidence.len());
-}
-
-fn suspicion<'a>(map: &'a Value, category: &str, what: &str) -> Option<&'a Value> {
-    map["profile_result"]["suspicion_stack"]
-        .as_array()?
-        .iter()
-        .find(|s| {
-            s["category"] == category && s["description"].as_str().is_some_and(|d| d.contains(what))
-        })
 }
 
 fn indicators(map: &Value) -> Vec<String> {

@@ -15,7 +15,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{compile, profmap, valid_map};
+use common::{compile, profmap, suspicion, valid_map};
 use serde_json::Value;
 
 const FILES: &str = "1500";
@@ -36,15 +36,7 @@ fn record(out: &Path, reader: &Path, dir: &Path) -> Value {
 
 /// The "reads from storage one at a time" suspicion, if the map has one.
 fn storage_suspicion(map: &Value) -> Option<&Value> {
-    map["profile_result"]["suspicion_stack"]
-        .as_array()
-        .expect("suspicions")
-        .iter()
-        .find(|s| {
-            s["description"]
-                .as_str()
-                .is_some_and(|d| d.starts_with("reads from storage one at a time"))
-        })
+    suspicion(map, "async_patterns", "reads from storage one at a time")
 }
 
 #[test]
@@ -71,7 +63,6 @@ fn files_read_one_at_a_time_from_storage_are_named_and_cached_ones_are_not() {
     });
     let evidence = s["evidence"].as_str().unwrap();
     assert_eq!(s["verdict"], "confirmed", "{evidence}");
-    assert_eq!(s["category"], "async_patterns");
     assert!(
         evidence.contains("from storage") && evidence.contains("in flight on average"),
         "{evidence}"

@@ -111,6 +111,31 @@ pub fn by_directory(rs: &[ResourceUse]) -> Vec<DirWaits> {
     out
 }
 
+/// The table's header.
+pub const HEADER: [&str; 5] = [
+    "directory",
+    "files",
+    "blocked calls",
+    "blocked ms",
+    "critical ms",
+];
+
+/// [`by_directory`] as table rows under [`HEADER`] (figures as text, "—" unknown).
+pub fn rows(rs: &[ResourceUse]) -> Vec<Vec<String>> {
+    by_directory(rs)
+        .iter()
+        .map(|d| {
+            vec![
+                d.path.clone(),
+                d.files.to_string(),
+                d.intervals.to_string(),
+                format!("{:.1}", d.blocked_ms),
+                d.critical_ms.map_or("—".to_string(), |v| format!("{v:.1}")),
+            ]
+        })
+        .collect()
+}
+
 /// The directories above a path, deepest first, without the root: `/a/b/c` gives
 /// `/a/b`, `/a`.
 fn ancestors(path: &str) -> impl Iterator<Item = &str> {

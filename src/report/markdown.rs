@@ -379,40 +379,18 @@ fn render_resources(o: &mut String, rs: &[crate::analyse::resources::ResourceUse
 
 /// The waits on many files, summed by the directories they spread out from.
 fn render_directories(o: &mut String, rs: &[crate::analyse::resources::ResourceUse]) {
-    let dirs = super::dirs::by_directory(rs);
-    let Some(all) = dirs.first() else {
+    let rows = super::dirs::rows(rs);
+    let Some(all) = rows.first() else {
         return;
     };
     let _ = writeln!(
         o,
         "Files by directory: the {} files and directories waited on, summed under the \
          directories their waits spread out from (each holding ≥ {}% of them).\n",
-        all.files,
+        all[1],
         super::dirs::MIN_SHARE_PCT
     );
-    let rows: Vec<Vec<String>> = dirs
-        .iter()
-        .map(|d| {
-            vec![
-                d.path.clone(),
-                d.files.to_string(),
-                d.intervals.to_string(),
-                f(d.blocked_ms, 1),
-                d.critical_ms.map_or("—".to_string(), |v| f(v, 1)),
-            ]
-        })
-        .collect();
-    table(
-        o,
-        &[
-            "directory",
-            "files",
-            "blocked calls",
-            "blocked ms",
-            "critical ms",
-        ],
-        &rows,
-    );
+    table(o, &super::dirs::HEADER, &rows);
 }
 
 /// A byte count in B, KiB, MiB or GiB.

@@ -140,3 +140,17 @@ pub fn find_step<'a>(
     }
     None
 }
+
+/// The suspicion of a map in `category` whose description contains `what`.
+pub fn suspicion<'a>(
+    map: &'a serde_json::Value,
+    category: &str,
+    what: &str,
+) -> Option<&'a serde_json::Value> {
+    map["profile_result"]["suspicion_stack"]
+        .as_array()?
+        .iter()
+        .find(|s| {
+            s["category"] == category && s["description"].as_str().is_some_and(|d| d.contains(what))
+        })
+}

@@ -92,18 +92,7 @@ pub fn resources(o: &mut String, rs: &[crate::analyse::resources::ResourceUse]) 
         "connections opened",
     ];
     esc::table(o, &header, &rows, Sort::Yes, &[2, 3, 4, 5, 6, 8, 9]);
-    let dirs: Vec<Vec<String>> = crate::report::dirs::by_directory(rs)
-        .iter()
-        .map(|d| {
-            vec![
-                d.path.clone(),
-                d.files.to_string(),
-                d.intervals.to_string(),
-                num(d.blocked_ms, 1),
-                opt(d.critical_ms, 1),
-            ]
-        })
-        .collect();
+    let dirs = crate::report::dirs::rows(rs);
     if !dirs.is_empty() {
         esc::para(
             o,
@@ -112,13 +101,7 @@ pub fn resources(o: &mut String, rs: &[crate::analyse::resources::ResourceUse]) 
         );
         esc::table(
             o,
-            &[
-                "directory",
-                "files",
-                "blocked calls",
-                "blocked ms",
-                "critical ms",
-            ],
+            &crate::report::dirs::HEADER,
             &dirs,
             Sort::Yes,
             &[1, 2, 3, 4],
