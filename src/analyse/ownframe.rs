@@ -6,8 +6,10 @@
 //! "Library" here is the system's C and C++ runtimes, the dynamic loader, the vDSO,
 //! the kernel, Rust's standard library and Python's (its frozen modules, the files
 //! under `lib/pythonX.Y/` outside `site-packages`, and CPython's own extension modules:
-//! `_socket`, `_ssl`…); anything else (the program, its own shared objects, its Python
-//! code, installed Python packages) is the user's.
+//! `_socket`, `_ssl`…), and Go's (its runtime and standard packages, compiled into the
+//! program from the toolchain's `GOROOT/src/`: `crypto/sha256.block`,
+//! `runtime.futex`); anything else (the program, its own shared objects, its Python
+//! code, installed Python packages, Go modules) is the user's.
 
 use crate::profile::{Frame, FrameKind, SampledProfile};
 
@@ -45,6 +47,27 @@ pub fn is_system(f: &Frame) -> bool {
         || f.file.as_deref().is_some_and(|p| p.starts_with("/rustc/"))
         || is_python_stdlib(f)
         || is_cpython_extension(f)
+        || is_go_stdlib(f)
+}
+
+/// A function of Go's runtime or standard library: its source is under the toolchain's
+/// `src/` (a GOROOT named `go`, `go-1.19`, `go1.21.0`: `/usr/lib/go-1.19/src/crypto/…`,
+/// `/usr/local/go/src/runtime/…`) in a standard package (a first path element without
+/// a dot: `crypto`, `runtime`, `net`; `github.com/…` is a module). Go modules are
+/// under `pkg/mod/`, not a GOROOT; the program's own package is `main`.
+fn is_go_stdlib(f: &Frame) -> bool {
+    let Some(path) = f.file.as_deref() else {
+        return false;
+    };
+    if !(path.ends_with(".go") || path.ends_with(".s")) || f.function.starts_with("main.") {
+        return false;
+    }
+    let Some((root, package)) = path.split_once("/src/") else {
+        return false;
+    };
+    let goroot = root.rsplit('/').next().is_some_and(|d| d.starts_with("go"));
+    let standard = package.split('/').next().is_some_and(|e| !e.contains('.'));
+    goroot && standard && !root.contains("/pkg/mod/")
 }
 
 /// A native frame of one of CPython's own extension modules (`_socket`, `_ssl`,
@@ -70,6 +93,9 @@ fn is_python_stdlib(f: &Frame) -> bool {
 }
 
 /// The nearest caller of `node` (a function node) that is the user's own code, if any.
+/// None past an address no module holds (`[unknown]+0x…`): the stack's unwinding went
+/// astray there (Go's assembly uses the frame pointer register for data), so nothing
+/// above it is a caller.
 pub fn own_caller(p: &SampledProfile, tree: &CallTree, node: usize) -> Option<u32> {
     let mut cur = tree.nodes.get(node)?.parent();
     while let Some(i) = cur {
@@ -77,6 +103,9 @@ pub fn own_caller(p: &SampledProfile, tree: &CallTree, node: usize) -> Option<u3
             return None;
         };
         let f = p.frames.get(frame as usize)?;
+        if f.module.as_deref() == Some("[unknown]") {
+            return None;
+        }
         if !is_system(f) && !is_plumbing(&f.function) {
             return Some(frame);
         }
@@ -132,6 +161,37 @@ mod tests {
             "/usr/lib/python3/dist-packages/requests/api.py"
         )));
         assert!(!is_system(&py("/home/me/app/main.py")));
+    }
+
+    #[test]
+    fn go_s_runtime_and_standard_packages_are_system_code_modules_and_main_are_not() {
+        let go = |function: &str, file: &str| frame(function, "app", Some(file));
+        assert!(is_system(&go(
+            "crypto/sha256.block",
+            "/usr/lib/go-1.19/src/crypto/sha256/sha256block_amd64.s"
+        )));
+        assert!(is_system(&go(
+            "runtime.futex",
+            "/usr/local/go/src/runtime/sys_linux_amd64.s"
+        )));
+        assert!(is_system(&go(
+            "sync.(*Mutex).lockSlow",
+            "/root/sdk/go1.21.0/src/sync/mutex.go"
+        )));
+        assert!(!is_system(&go("main.work", "/tmp/gop/main.go")));
+        assert!(!is_system(&go(
+            "github.com/x/y.F",
+            "/root/go/pkg/mod/github.com/x/y@v1.2.0/src/y.go"
+        )));
+        assert!(!is_system(&go(
+            "github.com/x/y.F",
+            "/root/go/src/github.com/x/y/y.go"
+        )));
+        // A C function with a compiler suffix is no Go function.
+        assert!(!is_system(&go(
+            "finish.isra.0",
+            "/usr/src/linux/src/sched/core.c"
+        )));
     }
 
     #[test]
