@@ -183,6 +183,12 @@ pub(crate) struct UserStack {
 
 const MAX_FRAMES: usize = 1024;
 
+/// User space ends below this address on x86-64 (47-bit addresses): a "return
+/// address" at or above it was read from data, not from a frame (Go's assembly, such as
+/// its SHA-256, keeps data in the frame-pointer register, and the kernel's frame-pointer
+/// walk then reads hash words as callers).
+const USER_SPACE_END: u64 = 1 << 47;
+
 /// Unwind one sample's user stack with DWARF CFI, falling back to the kernel's
 /// frame-pointer chain (`fp_chain`, leaf first, raw return addresses).
 pub(crate) fn unwind_user(
@@ -226,6 +232,11 @@ pub(crate) fn unwind_user(
     }
     if !out.reached_root {
         out.truncated = stack_full;
+        // The chain ends where its addresses stop being user-space ones.
+        let fp_chain = &fp_chain[..fp_chain
+            .iter()
+            .position(|&a| a == 0 || a >= USER_SPACE_END)
+            .unwrap_or(fp_chain.len())];
         if fp_chain.len() > out.frames.len() {
             out.frames = fp_chain
                 .iter()
@@ -244,4 +255,21 @@ pub(crate) fn add_module(u: &mut ProcUnwinder, m: Module<SectionBytes>) {
 
 pub(crate) fn remove_module(u: &mut ProcUnwinder, start: u64) {
     u.remove_module(start);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_pointer_chain_ends_at_an_address_outside_user_space() {
+        let unwinder = ProcUnwinder::new();
+        let mut cache = CacheX86_64::new();
+        let chain = [0x40_1000, 0x40_1100, 0xe9b5_dba5_b5c0_fbce, 0x40_1200];
+        let got = unwind_user(&unwinder, &mut cache, None, &[], false, &chain);
+        assert_eq!(got.frames, vec![0x40_1000, 0x40_10ff]);
+        assert!(!got.reached_root);
+        let got = unwind_user(&unwinder, &mut cache, None, &[], false, &chain[..2]);
+        assert_eq!(got.frames.len(), 2);
+    }
 }
