@@ -26,7 +26,7 @@ pub const NOTE: &str = "data_flow (calls): the tree's read/write calls and bytes
 /// The calls in a phrase: `400000 reads and 400000 writes moved 390.6 MiB (512 bytes
 /// per call); 158 ms on a CPU inside them (80.1% of wall)`.
 pub fn summary(f: &Facts, c: &IoCalls) -> String {
-    let calls = c.reads + c.writes;
+    let calls = c.reads.saturating_add(c.writes);
     let per = if calls > 0 {
         format!(" ({:.0} bytes per call)", c.bytes as f64 / calls as f64)
     } else {
@@ -45,9 +45,12 @@ pub fn summary(f: &Facts, c: &IoCalls) -> String {
 /// The confirmed finding, when the tree's calls are many, small and costly.
 pub fn small_calls(f: &Facts) -> Option<Finding> {
     let c = f.io_calls.as_ref()?;
-    let calls = c.reads + c.writes;
+    let calls = c.reads.saturating_add(c.writes);
     let share = f.share(c.cpu_ms);
-    if calls < MIN_IO_CALLS || c.bytes >= calls * SMALL_CALL_BYTES || share < IO_CPU_SHARE_PCT {
+    if calls < MIN_IO_CALLS
+        || c.bytes >= calls.saturating_mul(SMALL_CALL_BYTES)
+        || share < IO_CPU_SHARE_PCT
+    {
         return None;
     }
     let at = c
@@ -119,6 +122,12 @@ mod tests {
             (c.reads, c.writes, c.bytes) = (4000, 4000, 8000 * 512);
         }
         assert!(small_calls(&f).is_none());
+        // A recording's counts are not trusted to add up without overflow.
+        if let Some(c) = f.io_calls.as_mut() {
+            (c.reads, c.writes, c.bytes) = (u64::MAX, u64::MAX, u64::MAX);
+        }
+        assert!(small_calls(&f).is_none());
+        assert!(summary(&f, f.io_calls.as_ref().unwrap()).contains("bytes per call"));
         f.io_calls = None;
         assert!(small_calls(&f).is_none());
     }

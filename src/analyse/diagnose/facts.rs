@@ -237,7 +237,7 @@ impl Facts {
                 Some(IoCalls {
                     reads: r.read_calls?,
                     writes: r.write_calls?,
-                    bytes: r.rchar + r.wchar,
+                    bytes: r.rchar.saturating_add(r.wchar),
                     cpu_ms: ms(cpu.io_call_ns),
                     sites: cpu
                         .io_call_sites
