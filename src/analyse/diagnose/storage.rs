@@ -60,20 +60,26 @@ pub fn check(f: &Facts) -> RuleOutput {
             NOTE,
         )
     };
+    if read < MIN_READ_BYTES {
+        out.findings.push(dismissed(format!(
+            "the tree read {} from storage: the waits were not for reads from the device \
+             (the page cache served them, or they were writes and syncs)",
+            mib(read)
+        )));
+        return out;
+    }
     let disk = disks
         .iter()
         .filter(|d| d.read_bytes > 0)
         .max_by(|a, b| a.busy_pct.total_cmp(&b.busy_pct));
-    let disk = match disk {
-        Some(d) if read >= MIN_READ_BYTES => d,
-        _ => {
-            out.findings.push(dismissed(format!(
-                "the tree read {} from storage: the waits were not for reads from the \
-                 device (the page cache served them, or they were writes and syncs)",
-                mib(read)
-            )));
-            return out;
-        }
+    let Some(disk) = disk else {
+        out.warnings.push(format!(
+            "reads from storage not checked: the tree read {} from storage, but no block \
+             device of /proc/diskstats read anything during the run (a network or FUSE \
+             filesystem?)",
+            mib(read)
+        ));
+        return out;
     };
     let device = device(disk);
     match disk.in_flight {
@@ -261,5 +267,14 @@ mod tests {
         let out = check(&f);
         assert!(out.findings.is_empty());
         assert!(out.warnings[0].contains("not checked"));
+        // Read from storage, yet no block device read: a network filesystem.
+        f.disks = Some(Vec::new());
+        let out = check(&f);
+        assert!(out.findings.is_empty());
+        assert!(
+            out.warnings[0].contains("no block device"),
+            "{:?}",
+            out.warnings
+        );
     }
 }
