@@ -111,6 +111,40 @@ pub fn shown_name(r: &Resource) -> &str {
     r.service.as_deref().unwrap_or(&r.name)
 }
 
+#[cfg(test)]
+impl ResourceUse {
+    /// A row for tests: one descriptor, two intervals of 1 ms in all, nothing else known.
+    pub(crate) fn example(
+        kind: crate::profile::ResourceKind,
+        name: &str,
+        role: ResourceRole,
+    ) -> ResourceUse {
+        ResourceUse {
+            resource: 0,
+            kind,
+            name: name.into(),
+            local: None,
+            peer: None,
+            pid: 1,
+            descriptors: 1,
+            intervals: 2,
+            blocked_ms: 1.0,
+            first_ms: 0.0,
+            last_ms: 1.0,
+            role,
+            service: None,
+            peer_local: None,
+            protocol: None,
+            calls: None,
+            bytes_sent: None,
+            bytes_received: None,
+            round_trips: None,
+            connections: None,
+            critical_ms: None,
+        }
+    }
+}
+
 /// Every resource waited on or talked to, most blocked time first (ties: by index).
 pub fn resource_use(p: &SampledProfile, tree: &super::calltree::CallTree) -> Vec<ResourceUse> {
     let critical = !matches!(tree.critical, super::calltree::CriticalModel::ThreadTime);
@@ -447,26 +481,17 @@ mod tests {
     fn connections_to_one_peer_are_one_row() {
         let row = |resource, blocked_ms| ResourceUse {
             resource,
-            kind: ResourceKind::SocketTcp,
-            name: "127.0.0.1:5432".into(),
             local: Some(format!("127.0.0.1:{}", 40000 + resource)),
             peer: Some("127.0.0.1:5432".into()),
             pid: 7,
-            descriptors: 1,
-            intervals: 2,
             blocked_ms,
             first_ms: f64::from(resource),
             last_ms: f64::from(resource) + 1.0,
-            role: ResourceRole::Database,
-            service: None,
-            peer_local: None,
-            protocol: None,
-            calls: None,
-            bytes_sent: None,
-            bytes_received: None,
-            round_trips: None,
-            connections: None,
-            critical_ms: None,
+            ..ResourceUse::example(
+                ResourceKind::SocketTcp,
+                "127.0.0.1:5432",
+                ResourceRole::Database,
+            )
         };
         let merged = merge_same_name(vec![row(0, 1.5), row(1, 2.25), row(2, 0.25)]);
         assert_eq!(merged.len(), 1);

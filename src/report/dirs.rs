@@ -155,27 +155,9 @@ mod tests {
 
     fn file(name: &str, critical_ms: f64) -> ResourceUse {
         ResourceUse {
-            resource: 0,
-            kind: ResourceKind::File,
-            name: name.into(),
-            local: None,
-            peer: None,
-            pid: 1,
-            descriptors: 1,
-            intervals: 2,
             blocked_ms: critical_ms * 2.0,
-            first_ms: 0.0,
-            last_ms: 1.0,
-            role: ResourceRole::File,
-            service: None,
-            peer_local: None,
-            protocol: None,
-            calls: None,
-            bytes_sent: None,
-            bytes_received: None,
-            round_trips: None,
-            connections: None,
             critical_ms: Some(critical_ms),
+            ..ResourceUse::example(ResourceKind::File, name, ResourceRole::File)
         }
     }
 
