@@ -4,6 +4,7 @@
 //! read: the diagnosis confirms "reads from storage one at a time" with the device's
 //! figures and advises overlapping them, and report.md sums the files by directory.
 //! Warm (the same files read again, from the page cache), it says nothing of the kind.
+//! A baseline whose warm-up reads them cold warns that its figures are warm ones.
 //! The files live under the build's target folder (a disk, where /tmp may be tmpfs);
 //! this binary holds one test so that no other test's disk traffic overlaps its reads.
 //! Needs perf_event_open (root, or kernel.perf_event_paranoid <= 1).
@@ -45,13 +46,16 @@ fn files_read_one_at_a_time_from_storage_are_named_and_cached_ones_are_not() {
     let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
     let files = d.path().join("files");
     std::fs::create_dir(&files).unwrap();
-    let prepared = Command::new(&reader)
-        .arg("prepare")
-        .arg(&files)
-        .args([FILES, "32"])
-        .status()
-        .expect("cold_reader runs");
-    assert!(prepared.success(), "{prepared}");
+    let prepare = || {
+        let prepared = Command::new(&reader)
+            .arg("prepare")
+            .arg(&files)
+            .args([FILES, "32"])
+            .status()
+            .expect("cold_reader runs");
+        assert!(prepared.success(), "{prepared}");
+    };
+    prepare();
 
     // Cold: every file from storage, one read at a time.
     let cold = record(&d.path().join("cold"), &reader, &files);
@@ -92,4 +96,24 @@ fn files_read_one_at_a_time_from_storage_are_named_and_cached_ones_are_not() {
     if let Some(s) = storage_suspicion(&warm) {
         assert_eq!(s["verdict"], "dismissed", "{s}");
     }
+
+    // A baseline whose warm-up reads them cold and whose counted runs find them cached:
+    // the figures are warm ones, and the quality warnings say what a cold start costs.
+    prepare();
+    let out = d.path().join("bench");
+    profmap()
+        .args(["bench", "--runs", "2", "--warmup", "1", "--out"])
+        .arg(&out)
+        .arg("--")
+        .arg(&reader)
+        .arg("read")
+        .arg(&files)
+        .arg(FILES)
+        .assert()
+        .success();
+    let quality = valid_map(&out)["profile_result"]["measurement_quality"]["warnings"].to_string();
+    assert!(
+        quality.contains("the warm-up run took") && quality.contains("MiB from storage"),
+        "{quality}"
+    );
 }

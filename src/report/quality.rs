@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use super::baseline::BaselineSummary;
-use crate::profile::{Frame, MachineLoad, Recording, SampledProfile};
+use crate::profile::{Frame, MachineLoad, Recording, RunMeasurement, SampledProfile};
 use crate::sample::SWITCH_COPY_RATE as COPY_RATE;
 
 /// Profiled-run overhead against the baseline median beyond which we warn, %.
@@ -97,6 +97,16 @@ pub enum QualityWarning {
         min_ms: f64,
         max_ms: f64,
         load: Option<MachineLoad>,
+    },
+    /// The first run (a warm-up, or the first counted run without one) took at least
+    /// [`COLD_FIRST_FACTOR`] times the median of the runs after it: its caches were cold.
+    ColdFirstRun {
+        warmup: bool,
+        first_ms: f64,
+        median_ms: f64,
+        /// Bytes it read from storage, and the median of the runs after it.
+        first_read: u64,
+        rest_read: f64,
     },
     /// A warning the sampler recorded, kept as it was written (it carries its own fix).
     Sampler(String),
@@ -198,6 +208,39 @@ impl QualityWarning {
                 max_ms / min_ms,
                 describe_load(load.as_ref())
             ),
+            W::ColdFirstRun {
+                warmup,
+                first_ms,
+                median_ms,
+                first_read,
+                rest_read,
+            } => {
+                let mib = |b: f64| b / f64::from(1u32 << 20);
+                let read = *first_read as f64;
+                let storage = if read >= f64::from(1u32 << 20) && read >= 2.0 * rest_read {
+                    format!(
+                        "; it read {:.1} MiB from storage, the others {:.1} MiB (median): the \
+                         page cache held the data after it",
+                        mib(read),
+                        mib(*rest_read)
+                    )
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{} took {first_ms:.1} ms, {:.1}× the median of the runs after it \
+                     ({median_ms:.1} ms){storage}: caches were cold for it and warm for the \
+                     others, so the figures describe warm runs and a single cold start costs \
+                     about {:.1} ms more",
+                    if *warmup {
+                        "the warm-up run"
+                    } else {
+                        "the first counted run (no --warmup)"
+                    },
+                    first_ms / median_ms,
+                    first_ms - median_ms
+                )
+            }
             W::Sampler(s) => s.clone(),
         }
     }
@@ -237,6 +280,11 @@ impl QualityWarning {
             W::TooFewSamples { .. } => "run longer or raise --frequency",
             W::NoisyBaseline { .. } => {
                 "rerun when the machine is quiet, or raise --runs and compare medians"
+            }
+            W::ColdFirstRun { .. } => {
+                "to measure cold starts, empty the caches before each run: --prepare 'sync; \
+                 echo 3 > /proc/sys/vm/drop_caches' (as root); to leave a cold first run out \
+                 of the figures, --warmup 1"
             }
             W::Sampler(_) => "",
         }
@@ -381,10 +429,37 @@ pub fn assess(rec: &Recording, b: Option<&BaselineSummary>) -> Quality {
             q.warnings.extend(sample_warnings(s));
         }
     }
-    if rec.baseline.is_some() {
+    if let Some(base) = &rec.baseline {
         q.warnings.extend(spread_warning(rec, b));
+        q.warnings.extend(cold_first_run(&base.runs));
     }
     q
+}
+
+/// The first run is this many times slower than the median of the others: its caches
+/// were cold.
+pub const COLD_FIRST_FACTOR: f64 = 2.0;
+
+/// Whether the first of a baseline's runs (warm-ups first) found cold what the runs
+/// after it found warm (the page cache, with the storage reads that say so; the
+/// dynamic loader's; the program's own): it took at least [`COLD_FIRST_FACTOR`] times
+/// their median. The counted figures then describe warm runs, and a user starting the
+/// program once meets the first run's time.
+fn cold_first_run(runs: &[RunMeasurement]) -> Option<QualityWarning> {
+    let (first, rest) = runs.split_first()?;
+    let walls: Vec<f64> = rest.iter().map(|r| r.wall_ms).collect();
+    let median_ms = crate::stats::median(&walls).filter(|m| *m > 0.0)?;
+    if first.wall_ms < COLD_FIRST_FACTOR * median_ms {
+        return None;
+    }
+    let reads: Vec<f64> = rest.iter().map(|r| r.read_bytes as f64).collect();
+    Some(QualityWarning::ColdFirstRun {
+        warmup: first.warmup,
+        first_ms: first.wall_ms,
+        median_ms,
+        first_read: first.read_bytes,
+        rest_read: crate::stats::median(&reads).unwrap_or(0.0),
+    })
 }
 
 /// Share of the sampled time in off-CPU intervals, beyond which a handful of samples

@@ -333,3 +333,32 @@ fn a_wide_baseline_spread_names_the_other_load() {
         q.warnings
     );
 }
+
+#[test]
+fn a_first_run_much_slower_than_the_rest_is_a_cold_start() {
+    let text = |runs: &[RunMeasurement]| super::cold_first_run(runs).map(|w| w.to_string());
+    let mut warm_up = run(0, 1400.0);
+    warm_up.warmup = true;
+    warm_up.read_bytes = 260 << 20;
+    let mut runs = vec![warm_up, run(1, 180.0), run(2, 200.0), run(3, 190.0)];
+    let w = text(&runs).expect("warned");
+    assert!(
+        w.starts_with(
+            "the warm-up run took 1400.0 ms, 7.4× the median of the runs after it (190.0 ms)"
+        ) && w.contains("it read 260.0 MiB from storage, the others 0.0 MiB")
+            && w.contains("--prepare"),
+        "{w}"
+    );
+    // Without a warm-up, the first counted run says so; a first run within 2× says
+    // nothing, and neither does a single run.
+    runs[0].warmup = false;
+    runs[0].read_bytes = 0;
+    let w = text(&runs).expect("warned");
+    assert!(
+        w.starts_with("the first counted run (no --warmup)") && !w.contains("MiB"),
+        "{w}"
+    );
+    runs[0].wall_ms = 350.0;
+    assert!(text(&runs).is_none());
+    assert!(text(&runs[..1]).is_none());
+}
