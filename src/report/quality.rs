@@ -99,7 +99,8 @@ pub enum QualityWarning {
         load: Option<MachineLoad>,
     },
     /// The first run (a warm-up, or the first counted run without one) took at least
-    /// [`COLD_FIRST_FACTOR`] times the median of the runs after it: its caches were cold.
+    /// [`COLD_FIRST_FACTOR`] times the median of the runs after it, and
+    /// [`COLD_FIRST_MIN_MS`] more: its caches were cold.
     ColdFirstRun {
         warmup: bool,
         first_ms: f64,
@@ -439,17 +440,22 @@ pub fn assess(rec: &Recording, b: Option<&BaselineSummary>) -> Quality {
 /// The first run is this many times slower than the median of the others: its caches
 /// were cold.
 pub const COLD_FIRST_FACTOR: f64 = 2.0;
+/// ... and by at least this much, ms: a run of a millisecond or two varies by as much
+/// from one start to the next.
+pub const COLD_FIRST_MIN_MS: f64 = 10.0;
 
 /// Whether the first of a baseline's runs (warm-ups first) found cold what the runs
 /// after it found warm (the page cache, with the storage reads that say so; the
 /// dynamic loader's; the program's own): it took at least [`COLD_FIRST_FACTOR`] times
-/// their median. The counted figures then describe warm runs, and a user starting the
+/// their median, and [`COLD_FIRST_MIN_MS`] more. The counted figures then describe warm runs, and a user starting the
 /// program once meets the first run's time.
 fn cold_first_run(runs: &[RunMeasurement]) -> Option<QualityWarning> {
     let (first, rest) = runs.split_first()?;
     let walls: Vec<f64> = rest.iter().map(|r| r.wall_ms).collect();
     let median_ms = crate::stats::median(&walls).filter(|m| *m > 0.0)?;
-    if first.wall_ms < COLD_FIRST_FACTOR * median_ms {
+    if first.wall_ms < COLD_FIRST_FACTOR * median_ms
+        || first.wall_ms - median_ms < COLD_FIRST_MIN_MS
+    {
         return None;
     }
     let reads: Vec<f64> = rest.iter().map(|r| r.read_bytes as f64).collect();
