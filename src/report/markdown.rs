@@ -323,7 +323,9 @@ fn render_resources(o: &mut String, rs: &[crate::analyse::resources::ResourceUse
     let _ = writeln!(
         o,
         "What the threads blocked on, by the descriptor of the blocked call: blocked ms is \
-         thread time, critical ms the part the run waited for; calls, bytes, round trips \
+         thread time, critical ms the part the run waited for (the wait, with the wake-up's \
+         latency and the unsampled run just before the call, so it can exceed blocked ms); \
+         calls, bytes, round trips \
          (request→response turns) and connections opened are the socket traffic \
          (— where not recorded).\n"
     );
