@@ -33,10 +33,10 @@ pub fn summary(f: &Facts, c: &IoCalls) -> String {
         String::new()
     };
     format!(
-        "{} reads and {} writes moved {:.1} MiB{per}; {} on a CPU inside them ({:.1}% of wall)",
+        "{} reads and {} writes moved {}{per}; {} on a CPU inside them ({:.1}% of wall)",
         c.reads,
         c.writes,
-        c.bytes as f64 / (1024.0 * 1024.0),
+        super::wrong_tool::mib(c.bytes),
         site::ms(c.cpu_ms),
         f.share(c.cpu_ms)
     )

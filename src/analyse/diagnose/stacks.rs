@@ -181,22 +181,25 @@ pub(super) const IO_CALLS: &[&str] = &[
     "pwritev2",
 ];
 
-/// Whether a stack is inside a read or write call: the syscall its kernel frames name,
-/// or, where they name none (a tick in the kernel's entry or exit path, above the
-/// syscall's own function), the C library's wrapper nearest the leaf.
-fn in_io_call(p: &SampledProfile, stack: Option<u32>, frames: &[&Frame]) -> bool {
-    use crate::sample::waiton::{syscall_of_stack, syscall_of_wrapper};
-    let named = stack.and_then(|leaf| syscall_of_stack(p, leaf));
-    let wrapper = || {
-        frames
-            .iter()
-            .find(|f| f.kind != FrameKind::Kernel)
-            .and_then(|f| syscall_of_wrapper(&f.function))
-    };
-    match named {
-        Some(s) => IO_CALLS.contains(&s.as_str()),
-        None => wrapper().is_some_and(|s| IO_CALLS.contains(&s)),
-    }
+/// Whether a stack (its frames, leaf first) is inside a read or write call: the syscall
+/// its outermost kernel frame naming one stands for, or, where none does (a tick in the
+/// kernel's entry or exit path, above the syscall's own function, or no kernel frame),
+/// the C library's wrapper nearest the leaf. One walk over frames already read.
+fn in_io_call(frames: &[&Frame]) -> bool {
+    use crate::sample::waiton::{syscall_of_function, syscall_of_wrapper};
+    let kernel = frames
+        .iter()
+        .rev()
+        .filter(|f| f.kind == FrameKind::Kernel)
+        .find_map(|f| syscall_of_function(&f.function));
+    kernel
+        .or_else(|| {
+            frames
+                .iter()
+                .find(|f| f.kind != FrameKind::Kernel)
+                .and_then(|f| syscall_of_wrapper(&f.function))
+        })
+        .is_some_and(|s| IO_CALLS.contains(&s))
 }
 
 /// On-CPU figures of the stacks: time in libraries, and, for each of some functions,
@@ -237,7 +240,7 @@ pub(super) fn cpu_figures(
     let mut io_sites: HashMap<String, u64> = HashMap::new();
     for (stack, weight_ns) in cpu_by_stack(p) {
         let frames = frames_of(p, stack);
-        if in_io_call(p, stack, &frames) {
+        if in_io_call(&frames) {
             io_call_ns += weight_ns;
             if let Some(site) = super::facts::own_site(p, stack) {
                 *io_sites.entry(site).or_default() += weight_ns;

@@ -15,7 +15,7 @@
 use super::facts::Facts;
 use super::site;
 use super::types::{Finding, RuleOutput, SuspicionCategory as C, SuspicionVerdict as V};
-use super::wrong_tool::{FILE_SHARE_PCT, SATURATED_PCT};
+use super::wrong_tool::{FILE_SHARE_PCT, SATURATED_PCT, mib};
 use crate::profile::DiskBusy;
 
 /// Storage reads below this are too few to explain the file waits, bytes.
@@ -175,10 +175,6 @@ fn device(d: &DiskBusy) -> String {
         "{}{reads}{flight} busy {:.1}% of the run (machine-wide)",
         d.device, d.busy_pct
     )
-}
-
-fn mib(b: u64) -> String {
-    format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0))
 }
 
 #[cfg(test)]

@@ -132,7 +132,8 @@ fn infrastructure(f: &Facts, warnings: &mut Vec<String>) -> Option<WrongToolEvid
     })
 }
 
-fn mib(b: u64) -> String {
+/// Bytes as MiB with one decimal: `263.1 MiB`.
+pub(super) fn mib(b: u64) -> String {
     format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0))
 }
 
