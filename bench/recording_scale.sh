@@ -22,7 +22,9 @@
 # profmap that reads the same profile.pmr (adds its time and memory: before/after),
 # PREV_INFLATE=path to that version's inflate_recording (after a format change: the
 # previous profmap then reads the same samples as its own version wrote them),
-# KEEP=1 (keep the work folder), W (work folder).
+# KEEP=1 (keep the work folder), W (work folder), EXPORTS (a comma-separated --export
+# list, e.g. "pprof,speedscope,firefox,chrome,folded": every profmap report, this one's
+# and PM_PREV's, also writes those files).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -136,4 +138,4 @@ for n in sizes:
     print_row(row)
 EOF
 echo
-echo "$WORKLOAD; $(date -u +%Y-%m-%d), $(nproc) CPUs, $(uname -r), $("$PERF" --version), median of $ROUNDS interleaved rounds"
+echo "$WORKLOAD${EXPORTS:+, profmap report --export $EXPORTS}; $(date -u +%Y-%m-%d), $(nproc) CPUs, $(uname -r), $("$PERF" --version), median of $ROUNDS interleaved rounds"

@@ -1,6 +1,7 @@
 # Sourced by the scripts that time `profmap report` against `perf report --stdio`
 # (recording_scale.sh, many_stacks.sh): one measurement protocol for both.
-# Needs W (work folder), PM (profmap), PERF; PM_PREV optional.
+# Needs W (work folder), PM (profmap), PERF; PM_PREV optional; EXPORTS optional (a
+# comma-separated --export list: every profmap report writes those formats too).
 
 # t OUTFILE CMD...: append "wall_s max_rss_kb" of CMD to OUTFILE.
 t() {
@@ -16,10 +17,10 @@ t() {
 time_reports() {
   local key=$1 suffix=$2 pmr=$3 data=$4 prev_pmr=${5:-$3}
   rm -rf "$W/out.$key"
-  t "$W/pm.$key.$suffix" "$PM" report -q "$pmr" --out "$W/out.$key"
+  t "$W/pm.$key.$suffix" "$PM" report -q "$pmr" --out "$W/out.$key" ${EXPORTS:+--export "$EXPORTS"}
   t "$W/perf.$key.$suffix" "$PERF" report -i "$data" --stdio
   if [ -n "${PM_PREV:-}" ]; then
     rm -rf "$W/prev.$key"
-    t "$W/prev.$key.$suffix" "$PM_PREV" report -q "$prev_pmr" --out "$W/prev.$key"
+    t "$W/prev.$key.$suffix" "$PM_PREV" report -q "$prev_pmr" --out "$W/prev.$key" ${EXPORTS:+--export "$EXPORTS"}
   fi
 }

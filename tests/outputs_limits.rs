@@ -132,3 +132,65 @@ fn a_full_disk_leaves_a_failed_summary_or_none_and_no_temporaries() {
         assert_eq!(s["run_id"], "new");
     }
 }
+
+#[test]
+fn a_disk_that_fills_up_during_an_export_keeps_the_old_file_whole() {
+    let fs = match Tmpfs::mount("200k") {
+        Ok(fs) => fs,
+        Err(why) => {
+            eprintln!("skipped: cannot mount a tmpfs ({why})");
+            return;
+        }
+    };
+    // The recording on the ordinary disk; only the export goes to the full one.
+    let rec = tempfile::tempdir().expect("tmp");
+    profmap()
+        .args(["record", "-q", "--frequency", "2000", "--out"])
+        .arg(rec.path())
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done",
+        ])
+        .assert()
+        .success();
+    let trace = fs.path().join("trace.json");
+    std::fs::write(&trace, b"an earlier trace").expect("old trace");
+    fill_but_one_page(fs.path());
+    let a = profmap()
+        .args(["export", "--format", "chrome", "--out"])
+        .arg(&trace)
+        .arg(rec.path())
+        .assert()
+        .code(2);
+    let err = String::from_utf8_lossy(&a.get_output().stderr).into_owned();
+    assert!(err.contains("No space left"), "{err}");
+    // Written as it is made, through a temporary: the full disk cost the new file, not
+    // the old one, and left nothing half-written behind.
+    assert_eq!(
+        std::fs::read(&trace).expect("old trace kept"),
+        b"an earlier trace"
+    );
+    let names: Vec<String> = std::fs::read_dir(fs.path())
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names.iter().any(|n| n.contains("profmap-tmp")),
+        "{names:?}"
+    );
+    // With room again, the same export replaces it with a whole trace.
+    std::fs::remove_file(fs.path().join("filler")).expect("free");
+    profmap()
+        .args(["export", "--format", "chrome", "--out"])
+        .arg(&trace)
+        .arg(rec.path())
+        .assert()
+        .success();
+    let t = read_json(&trace);
+    assert!(
+        t["traceEvents"].as_array().is_some_and(|e| !e.is_empty()),
+        "{t}"
+    );
+}

@@ -60,10 +60,14 @@ impl Exporter for Firefox {
     }
     fn write(&self, input: &Input, out: &mut dyn Write) -> Result<(), Error> {
         let profile = build(input);
-        let mut gz = GzEncoder::new(out, Compression::default());
+        let mut gz =
+            std::io::BufWriter::with_capacity(1 << 16, GzEncoder::new(out, Compression::new(3)));
         serde_json::to_writer(&mut gz, &profile)
             .map_err(|e| Error::Tool(format!("writing the firefox export failed: {e}")))?;
-        gz.finish().map_err(|e| write_error(self.format(), e))?;
+        gz.into_inner()
+            .map_err(|e| write_error(self.format(), e.into_error()))?
+            .finish()
+            .map_err(|e| write_error(self.format(), e))?;
         Ok(())
     }
 }

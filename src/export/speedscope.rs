@@ -4,13 +4,16 @@
 //! `[off-cpu: KEY]`) and one sampled profile of CPU time (on-CPU samples weighted by
 //! their period). Frames are shared by all profiles, with file and line when known.
 //!
+//! The file is written as it is made, event by event (see `write_file`): memory holds
+//! one thread's laid-out samples at a time, never the file.
+//!
 //! Invariants:
 //! - Units are nanoseconds; evented times are ns since the profiled run's start.
 //! - Every frame index is valid; each evented profile's events are balanced (every
 //!   close matches the innermost open frame), in time order, between its start and end
-//!   values (see `slices::walk`).
+//!   values (see `slices::walk_each`).
 //! - The time an evented profile holds is its thread's slices
-//!   (`slices::thread_slices`): what the recording holds, never more (nothing counted
+//!   (`slices::ThreadSamples::slices`): what the recording holds, never more (nothing counted
 //!   twice around a switch).
 //! - Threads are in (pid, tid) order; a thread without on-CPU samples has no sampled
 //!   profile.
@@ -18,105 +21,31 @@
 pub mod frames;
 pub mod slices;
 
+use std::io::{self, Write};
+
 use serde::Serialize;
 
 use crate::error::Error;
-use crate::export::{Exporter, Input, write_error};
+use crate::export::{Exporter, Input, JsonItems, buffered, write_error};
 use crate::plan::ExportFormat;
 use crate::profile::SampleKind;
 use frames::FrameTable;
-use slices::{Event, ThreadSlices};
+use slices::{Event, ThreadSamples, ThreadSlices};
 
 /// The schema speedscope files point at.
 const SCHEMA: &str = "https://www.speedscope.app/file-format-schema.json";
 
-/// A whole speedscope file.
+/// One frame of the shared table.
 #[derive(Debug, Serialize)]
-struct File {
-    /// The schema's address.
-    #[serde(rename = "$schema")]
-    schema: &'static str,
-    /// What every profile refers to.
-    shared: Shared,
-    /// Per thread: wall time (evented), then CPU time (sampled).
-    profiles: Vec<Profile>,
-    /// Shown in speedscope's title: the profiled command.
-    name: String,
-    /// The profile shown first: the wall time of the thread that holds the most.
-    #[serde(rename = "activeProfileIndex")]
-    active_profile_index: usize,
-    /// `profmap <version>`.
-    exporter: String,
-}
-
-/// The frames every profile's indices point into.
-#[derive(Debug, Serialize)]
-struct Shared {
-    /// Each frame once.
-    frames: Vec<Frame>,
-}
-
-/// One frame.
-#[derive(Debug, Serialize)]
-struct Frame {
+struct Frame<'a> {
     /// Function name (folded-style).
-    name: String,
+    name: &'a str,
     /// Source file, when known.
     #[serde(skip_serializing_if = "Option::is_none")]
-    file: Option<String>,
+    file: Option<&'a str>,
     /// Source line, when known.
     #[serde(skip_serializing_if = "Option::is_none")]
     line: Option<u32>,
-}
-
-/// One profile.
-#[derive(Debug, Serialize)]
-#[serde(tag = "type", rename_all = "lowercase")]
-enum Profile {
-    /// A thread's wall time as open/close events.
-    Evented {
-        /// The thread's label and `wall`.
-        name: String,
-        /// Always `nanoseconds`.
-        unit: &'static str,
-        /// The first event's time.
-        #[serde(rename = "startValue")]
-        start_value: u64,
-        /// The last event's time.
-        #[serde(rename = "endValue")]
-        end_value: u64,
-        /// Balanced, in time order.
-        events: Vec<EventOut>,
-    },
-    /// A thread's CPU time as weighted stacks.
-    Sampled {
-        /// The thread's label and `CPU`.
-        name: String,
-        /// Always `nanoseconds`.
-        unit: &'static str,
-        /// 0.
-        #[serde(rename = "startValue")]
-        start_value: u64,
-        /// The sum of the weights.
-        #[serde(rename = "endValue")]
-        end_value: u64,
-        /// Each sample's frame indices, root first.
-        samples: Vec<Vec<u32>>,
-        /// Each sample's period, ns.
-        weights: Vec<u64>,
-    },
-}
-
-/// One open (`O`) or close (`C`) of a frame.
-#[derive(Debug, Serialize)]
-struct EventOut {
-    /// `O` or `C`.
-    #[serde(rename = "type")]
-    kind: &'static str,
-    /// Index into the shared frames.
-    frame: u32,
-    /// ns since the run's start.
-    at: u64,
 }
 
 /// The speedscope exporter (`speedscope.json`).
@@ -130,116 +59,155 @@ impl Exporter for Speedscope {
     fn file_name(&self) -> &'static str {
         "speedscope.json"
     }
-    fn write(&self, input: &Input, out: &mut dyn std::io::Write) -> Result<(), Error> {
-        let file = build(input);
-        serde_json::to_writer(&mut *out, &file)
-            .map_err(|e| write_error(self.format(), e.into()))?;
-        out.flush().map_err(|e| write_error(self.format(), e))
+    fn write(&self, input: &Input, out: &mut dyn Write) -> Result<(), Error> {
+        let mut w = buffered(out);
+        write_file(input, &mut w)
+            .and_then(|()| w.flush())
+            .map_err(|e| write_error(self.format(), e))
     }
 }
 
-/// The whole file of `input`.
-fn build(input: &Input) -> File {
+/// Write the whole file of `input`, profile by profile and event by event: one
+/// thread's slices at a time are held, never the file. The object's members are
+/// `$schema`; `profiles` (per thread: wall time, evented, then CPU time, sampled);
+/// `shared.frames`, which every profile's indices point into (written last, once every
+/// profile has interned its frames); `name` (the profiled command, speedscope's
+/// title); `activeProfileIndex` (the wall time of the thread that holds the most);
+/// `exporter`.
+fn write_file(input: &Input, out: &mut impl Write) -> io::Result<()> {
+    let p = &input.profile;
     let mut table = FrameTable::default();
-    let mut profiles = Vec::new();
-    let mut active = (0usize, 0u64);
-    for t in slices::thread_slices(&input.profile) {
+    let mut profiles = JsonItems::default();
+    let (mut count, mut active) = (0usize, (0usize, 0u64));
+    out.write_all(b"{\"$schema\":")?;
+    serde_json::to_writer(&mut *out, SCHEMA)?;
+    out.write_all(b",\"profiles\":[")?;
+    for thread in slices::threads(p) {
+        let t = thread.slices(p);
         let label = frames::thread_label(input, t.pid, t.tid);
-        if let Some(p) = evented(input, &mut table, &t, &label) {
+        if let (Some(first), Some(last)) = (t.slices.first(), t.slices.last()) {
+            profiles.next(out)?;
+            let name = format!("{label} — wall");
+            evented(
+                input,
+                &mut table,
+                &t,
+                &name,
+                (first.start_ns, last.end_ns),
+                out,
+            )?;
             let held = t.held_ns();
             if held > active.1 {
-                active = (profiles.len(), held);
+                active = (count, held);
             }
-            profiles.push(p);
+            count += 1;
         }
-        if let Some(p) = sampled(input, &mut table, &t, &label) {
-            profiles.push(p);
+        drop(t);
+        if sampled(input, &mut table, &thread, &label, &mut profiles, out)? {
+            count += 1;
         }
     }
-    File {
-        schema: SCHEMA,
-        shared: Shared {
-            frames: table
-                .frames
-                .into_iter()
-                .map(|f| Frame {
-                    name: f.name,
-                    file: f.file,
-                    line: f.line,
-                })
-                .collect(),
-        },
-        profiles,
-        name: format!("profmap: {}", input.rec.meta.command.join(" ")),
-        active_profile_index: active.0,
-        exporter: format!("profmap {}", env!("CARGO_PKG_VERSION")),
+    out.write_all(b"],\"shared\":{\"frames\":[")?;
+    let mut frames = JsonItems::default();
+    for f in &table.frames {
+        let frame = Frame {
+            name: &f.name,
+            file: f.file.as_deref(),
+            line: f.line,
+        };
+        frames.put(out, &frame)?;
     }
+    out.write_all(b"]},\"name\":")?;
+    let name = format!("profmap: {}", input.rec.meta.command.join(" "));
+    serde_json::to_writer(&mut *out, &name)?;
+    write!(out, ",\"activeProfileIndex\":{},\"exporter\":", active.0)?;
+    serde_json::to_writer(&mut *out, &format!("profmap {}", env!("CARGO_PKG_VERSION")))?;
+    out.write_all(b"}")
 }
 
-/// A thread's wall time as an evented profile; None when it holds no time.
+/// A thread's wall time as an evented profile (it holds time, spanning `(start, end)`):
+/// its open (`O`) and close (`C`) events, balanced and in time order, written as the
+/// walk makes them.
 fn evented(
     input: &Input,
     table: &mut FrameTable,
     t: &ThreadSlices,
-    label: &str,
-) -> Option<Profile> {
-    let first = t.slices.first()?;
-    let last = t.slices.last()?;
-    let events = slices::walk(&t.slices, |s| table.path(input, s.sample))
-        .into_iter()
-        .map(|e| match e {
-            Event::Open { node, at_ns } => EventOut {
-                kind: "O",
-                frame: node,
-                at: at_ns,
-            },
-            Event::Close { node, at_ns } => EventOut {
-                kind: "C",
-                frame: node,
-                at: at_ns,
-            },
-        })
-        .collect();
-    Some(Profile::Evented {
-        name: format!("{label} — wall"),
-        unit: "nanoseconds",
-        start_value: first.start_ns,
-        end_value: last.end_ns,
-        events,
-    })
+    name: &str,
+    (start, end): (u64, u64),
+    out: &mut impl Write,
+) -> io::Result<()> {
+    out.write_all(b"{\"type\":\"evented\",\"name\":")?;
+    serde_json::to_writer(&mut *out, name)?;
+    write!(
+        out,
+        ",\"unit\":\"nanoseconds\",\"startValue\":{start},\"endValue\":{end},\"events\":["
+    )?;
+    let mut result = Ok(());
+    let mut first = true;
+    slices::walk_each(
+        &t.slices,
+        |s| table.path(input, s.sample),
+        |e| {
+            if result.is_err() {
+                return;
+            }
+            let (kind, frame, at) = match e {
+                Event::Open { node, at_ns } => ('O', node, at_ns),
+                Event::Close { node, at_ns } => ('C', node, at_ns),
+            };
+            let comma = if std::mem::take(&mut first) { "" } else { "," };
+            result = write!(
+                out,
+                "{comma}{{\"type\":\"{kind}\",\"frame\":{frame},\"at\":{at}}}"
+            );
+        },
+    );
+    result?;
+    out.write_all(b"]}")
 }
 
-/// A thread's CPU time as a sampled profile; None when it has no on-CPU sample.
+/// A thread's CPU time as a sampled profile (each on-CPU sample's frame indices, root
+/// first, and its period as its weight), written when it has an on-CPU sample; whether
+/// it had one.
 fn sampled(
     input: &Input,
     table: &mut FrameTable,
-    t: &ThreadSlices,
+    t: &ThreadSamples,
     label: &str,
-) -> Option<Profile> {
-    let mut samples = Vec::new();
-    let mut weights = Vec::new();
+    profiles: &mut JsonItems,
+    out: &mut impl Write,
+) -> io::Result<bool> {
+    let p = &input.profile;
     // Every on-CPU sample of the thread, wherever laid out: CPU time is not a timeline.
-    for (i, s) in input.profile.samples.iter().enumerate() {
-        if s.pid == t.pid
-            && s.tid == t.tid
-            && matches!(s.kind, SampleKind::OnCpu)
-            && s.weight_ns > 0
-        {
-            samples.push(table.path(input, i));
-            weights.push(s.weight_ns);
-        }
+    let on_cpu = || {
+        t.samples.iter().filter_map(|&i| {
+            let s = p.samples.get(i as usize)?;
+            (matches!(s.kind, SampleKind::OnCpu) && s.weight_ns > 0)
+                .then_some((i as usize, s.weight_ns))
+        })
+    };
+    if on_cpu().next().is_none() {
+        return Ok(false);
     }
-    if samples.is_empty() {
-        return None;
+    let total = on_cpu().fold(0u64, |a, (_, w)| a.saturating_add(w));
+    profiles.next(out)?;
+    out.write_all(b"{\"type\":\"sampled\",\"name\":")?;
+    serde_json::to_writer(&mut *out, &format!("{label} — CPU"))?;
+    write!(
+        out,
+        ",\"unit\":\"nanoseconds\",\"startValue\":0,\"endValue\":{total},\"samples\":["
+    )?;
+    let mut samples = JsonItems::default();
+    for (i, _) in on_cpu() {
+        samples.put(out, &table.path(input, i))?;
     }
-    Some(Profile::Sampled {
-        name: format!("{label} — CPU"),
-        unit: "nanoseconds",
-        start_value: 0,
-        end_value: weights.iter().sum(),
-        samples,
-        weights,
-    })
+    out.write_all(b"],\"weights\":[")?;
+    let mut weights = JsonItems::default();
+    for (_, w) in on_cpu() {
+        weights.put(out, &w)?;
+    }
+    out.write_all(b"]}")?;
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -309,15 +277,16 @@ mod tests {
             categories: Vec::new().into(),
             resources: std::borrow::Cow::Owned(Default::default()),
         };
-        let file = build(&input);
-        let n = file.shared.frames.len() as u32;
-        let Some(Profile::Evented { events, .. }) = file.profiles.first() else {
-            panic!("no evented profile");
-        };
+        let bytes = crate::export::to_bytes(ExportFormat::Speedscope, &input).expect("written");
+        let file: serde_json::Value = serde_json::from_slice(&bytes).expect("JSON");
+        let n = file["shared"]["frames"].as_array().map_or(0, Vec::len) as u64;
+        let profile = &file["profiles"][0];
+        assert_eq!(profile["type"], "evented");
+        let events = profile["events"].as_array().expect("events");
         let mut depth = 0i64;
         for e in events {
-            assert!(e.frame < n);
-            depth += if e.kind == "O" { 1 } else { -1 };
+            assert!(e["frame"].as_u64().is_some_and(|f| f < n));
+            depth += if e["type"] == "O" { 1 } else { -1 };
             assert!(depth >= 0);
         }
         assert_eq!(depth, 0);

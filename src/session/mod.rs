@@ -415,15 +415,14 @@ fn recording_path(input: &Path) -> Result<PathBuf, Error> {
 /// `profmap export`: one format of a recording, to `--out FILE` or beside it.
 pub fn export(plan: &ExportPlan) -> Result<i32, Error> {
     let input = recorded_input(&plan.input)?;
-    let rec = read_recording(&input)?;
-    let Some(data) = crate::export::Input::new(&rec) else {
+    let mut rec = read_recording(&input)?;
+    let Some(data) = crate::export::Input::new(&mut rec) else {
         return Err(Error::Usage(format!(
             "'{}' holds no deep profile (a `profmap bench` session): nothing to export — \
              record one with `profmap run` or `profmap record`",
             input.display()
         )));
     };
-    let bytes = crate::export::to_bytes(plan.format, &data)?;
     let name = crate::export::exporter(plan.format).file_name();
     let path = match &plan.out {
         Some(p) => p.clone(),
@@ -442,12 +441,13 @@ pub fn export(plan: &ExportPlan) -> Result<i32, Error> {
     // Links in a path the user gave are theirs to have; the file itself is written
     // through a temporary and never follows a planted link.
     let dir = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
-    outfile::write_file(&dir, file, &bytes, false)?;
+    let mut tmp = outputs::export_file(&dir, file, plan.format, &data)?;
+    let bytes = tmp.file().metadata().map_or(0, |m| m.len());
+    tmp.commit()?;
     eprintln!(
-        "profmap: wrote {} ({}, {} bytes)",
+        "profmap: wrote {} ({}, {bytes} bytes)",
         dir.join(file).display(),
         plan.format.name(),
-        bytes.len()
     );
     Ok(0)
 }

@@ -196,8 +196,9 @@ fn write_all(
                 artifacts.insert(k.into(), v.into());
             }
             let (view, exports) = analysed?;
-            for (format, name, bytes) in exports {
-                done.put(t, name, &bytes)?;
+            for (format, name, tmp) in exports {
+                tmp.commit()?;
+                done.0.insert(name.to_string());
                 artifacts.insert(format.to_string(), name.to_string());
             }
             Some(view)
@@ -340,8 +341,9 @@ fn profile_views(p: &SampledProfile, folded: Folded) -> Result<ProfileViews, Err
     })
 }
 
-/// An exported file: the format's name, its file name, its bytes.
-type Exported = (&'static str, &'static str, Vec<u8>);
+/// An exported file: the format's name, its file name, and the file itself, written in
+/// full beside its final name and committed in turn with the other outputs.
+type Exported = (&'static str, &'static str, TempOut);
 
 /// Analyse the profile once; then the `--export` formats, one thread each, and the
 /// diagnosis for the map.
@@ -365,8 +367,8 @@ fn analyse_and_export(
                 let input = &input;
                 sc.spawn(move || {
                     let name = crate::export::exporter(f).file_name();
-                    timed(name, || crate::export::to_bytes(f, input))
-                        .map(|bytes| (f.name(), name, bytes))
+                    timed(name, || export_file(t.out, name, f, input))
+                        .map(|tmp| (f.name(), name, tmp))
                 })
             })
             .collect();
@@ -377,6 +379,25 @@ fn analyse_and_export(
     })?;
     drop(input);
     Ok((timed("diagnosis", || deep_view(rec, &p, a)), exports))
+}
+
+/// Write export `f` of `input` straight into a temporary beside its final name `name`
+/// in `out` (not into memory first: a timeline export of a million samples is hundreds
+/// of MB); committed by the caller.
+pub(super) fn export_file(
+    out: &Path,
+    name: &str,
+    f: crate::plan::ExportFormat,
+    input: &crate::export::Input,
+) -> Result<TempOut, Error> {
+    let exporter = crate::export::exporter(f);
+    let mut tmp = TempOut::create(out, name, false)?;
+    {
+        let mut w = BufWriter::with_capacity(1 << 16, tmp.file());
+        exporter.write(input, &mut w)?;
+        w.flush().map_err(|e| crate::export::write_error(f, e))?;
+    }
+    Ok(tmp)
 }
 
 /// The result of a thread that made an output; its panic as an error.

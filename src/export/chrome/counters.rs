@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 use super::{Args, TraceEvent};
 use crate::profile::RunMeasurement;
 
-/// Append the counter events of `run`'s timeline.
-pub(super) fn push(run: &RunMeasurement, events: &mut Vec<TraceEvent>) {
+/// The counter events of `run`'s timeline.
+pub(super) fn events(run: &RunMeasurement) -> Vec<TraceEvent<'static>> {
+    let mut events = Vec::new();
     for p in &run.timeline {
         let ts = p.t_ms * 1000.0;
         if !ts.is_finite() {
@@ -41,7 +42,7 @@ pub(super) fn push(run: &RunMeasurement, events: &mut Vec<TraceEvent>) {
                 continue;
             }
             events.push(TraceEvent {
-                name: name.to_string(),
+                name: std::borrow::Cow::Borrowed(name),
                 ph: "C",
                 pid: run.pid,
                 tid: run.pid,
@@ -52,4 +53,5 @@ pub(super) fn push(run: &RunMeasurement, events: &mut Vec<TraceEvent>) {
             });
         }
     }
+    events
 }

@@ -183,8 +183,8 @@ fn on_and_off_cpu_samples_weigh_cpu_and_wall_and_waits_are_labelled() {
         ),
     ]
     .into();
-    let rec = recording(p);
-    let input = Input::new(&rec).expect("deep profile");
+    let mut rec = recording(p);
+    let input = Input::new(&mut rec).expect("deep profile");
     let mut gz = Vec::new();
     Pprof.write(&input, &mut gz).expect("write");
     let mut raw = Vec::new();

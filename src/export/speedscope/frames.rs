@@ -8,9 +8,7 @@
 //! followed with `get`, and at most `stacks.len()` steps, so a damaged recording gives
 //! a shorter path, never a panic or an endless loop.
 
-use std::collections::HashMap;
-
-use crate::analyse::WaitCategory;
+use crate::analyse::{FastMap, WaitCategory};
 use crate::export::Input;
 use crate::export::folded::{frame_name, off_cpu_frame};
 use crate::profile::{FrameKind, SampleKind};
@@ -44,9 +42,9 @@ pub struct FrameTable {
     /// Every frame, in first-use order.
     pub frames: Vec<ExportFrame>,
     /// Key → index into `frames`.
-    index: HashMap<Key, u32>,
+    index: FastMap<Key, u32>,
     /// Recorded leaf node → its path of recorded frames (cache).
-    stacks: HashMap<u32, Vec<u32>>,
+    stacks: FastMap<u32, Vec<u32>>,
 }
 
 impl FrameTable {

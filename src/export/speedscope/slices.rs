@@ -12,12 +12,13 @@
 //! would overlap and keeping its length: a slice is late by at most [`MAX_LATE_PERIODS`]
 //! periods; one that would be later is cut at its own end instead.
 //!
-//! Invariants of [`thread_slices`]:
+//! Invariants of [`ThreadSamples::slices`] (laid out one thread at a time, so that only
+//! that thread's slices are held):
 //! - a thread's slices are in time order, never overlap and never have zero length;
 //! - they hold exactly the time its samples weigh, less only what was cut from slices
 //!   that would have been too late (none when the samples are sound).
 //!
-//! [`walk`] turns a thread's slices, each with its path of nodes (root first), into
+//! [`walk_each`] turns a thread's slices, each with its path of nodes (root first), into
 //! balanced open/close events: consecutive slices that touch share the nodes of their
 //! common prefix (one span for a run of the same stack), and every node opened is
 //! closed, innermost first, at a time no earlier than it opened.
@@ -69,56 +70,93 @@ type Interval = (u64, u64, usize);
 /// How many sampling periods a slice may start after its own start.
 pub const MAX_LATE_PERIODS: u64 = 2;
 
-/// Every thread's slices, threads ordered by (pid, tid).
-pub fn thread_slices(p: &SampledProfile) -> Vec<ThreadSlices> {
-    let mut raw: BTreeMap<(i32, i32), Vec<Interval>> = BTreeMap::new();
-    let mut period: BTreeMap<(i32, i32), u64> = BTreeMap::new();
-    for (i, s) in p.samples.iter().enumerate() {
-        let (start, end) = interval(s.kind, s.time_ns, s.weight_ns);
-        raw.entry((s.pid, s.tid)).or_default().push((start, end, i));
-        if matches!(s.kind, SampleKind::OnCpu) {
-            let e = period.entry((s.pid, s.tid)).or_default();
-            *e = (*e).max(s.weight_ns);
+/// One thread's samples, not yet laid out: their indices (4 bytes a sample, so that
+/// only one thread at a time holds its slices).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadSamples {
+    /// The process the thread belongs to.
+    pub pid: i32,
+    /// The thread.
+    pub tid: i32,
+    /// Indices into `SampledProfile::samples`, ascending (a recording holds at most
+    /// `validate::MAX_SAMPLES`, 50 M).
+    pub samples: Vec<u32>,
+    /// The thread's longest on-CPU period, ns.
+    period_ns: u64,
+}
+
+impl ThreadSamples {
+    /// The thread's slices (see the module doc).
+    pub fn slices(&self, p: &SampledProfile) -> ThreadSlices {
+        let v = self
+            .samples
+            .iter()
+            .filter_map(|&i| {
+                let s = p.samples.get(i as usize)?;
+                let (start, end) = interval(s.kind, s.time_ns, s.weight_ns);
+                Some((start, end, i as usize))
+            })
+            .collect();
+        ThreadSlices {
+            pid: self.pid,
+            tid: self.tid,
+            slices: lay_out(v, self.period_ns.saturating_mul(MAX_LATE_PERIODS)),
         }
     }
-    raw.into_iter()
-        .map(|(key, v)| {
-            let max_late = period
-                .get(&key)
-                .copied()
-                .unwrap_or(0)
-                .saturating_mul(MAX_LATE_PERIODS);
-            ThreadSlices {
-                pid: key.0,
-                tid: key.1,
-                slices: lay_out(v, max_late),
-            }
+}
+
+/// Every thread's samples, threads ordered by (pid, tid): lay each out with
+/// [`ThreadSamples::slices`] in turn.
+pub fn threads(p: &SampledProfile) -> Vec<ThreadSamples> {
+    let mut by: BTreeMap<(i32, i32), (Vec<u32>, u64)> = BTreeMap::new();
+    for (i, s) in p.samples.iter().enumerate() {
+        let (list, period) = by.entry((s.pid, s.tid)).or_default();
+        // Indices fit: a recording holds at most `validate::MAX_SAMPLES` (50 M).
+        list.push(u32::try_from(i).unwrap_or(u32::MAX));
+        if matches!(s.kind, SampleKind::OnCpu) {
+            *period = (*period).max(s.weight_ns);
+        }
+    }
+    by.into_iter()
+        .map(|((pid, tid), (samples, period_ns))| ThreadSamples {
+            pid,
+            tid,
+            samples,
+            period_ns,
         })
         .collect()
+}
+
+/// Every thread's slices, threads ordered by (pid, tid).
+#[cfg(test)]
+pub fn thread_slices(p: &SampledProfile) -> Vec<ThreadSlices> {
+    threads(p).iter().map(|t| t.slices(p)).collect()
 }
 
 /// Lay one thread's `(start, end, sample)` intervals end to end (see the module doc).
 fn lay_out(mut v: Vec<Interval>, max_late: u64) -> Vec<Slice> {
     v.sort_unstable();
-    let mut slices = Vec::with_capacity(v.len());
     let mut cursor = 0u64;
-    for (start, end, sample) in v {
-        let at = start.max(cursor);
-        let end = if at - start <= max_late {
-            at.saturating_add(end - start)
-        } else {
-            end
-        };
-        if end > at {
-            slices.push(Slice {
-                start_ns: at,
-                end_ns: end,
-                sample,
-            });
-            cursor = end;
-        }
-    }
-    slices
+    // Collected in place (an interval and a slice are the same size): a thread's
+    // samples are held once, not twice.
+    v.into_iter()
+        .filter_map(|(start, end, sample)| {
+            let at = start.max(cursor);
+            let end = if at - start <= max_late {
+                at.saturating_add(end - start)
+            } else {
+                end
+            };
+            (end > at).then(|| {
+                cursor = end;
+                Slice {
+                    start_ns: at,
+                    end_ns: end,
+                    sample,
+                }
+            })
+        })
+        .collect()
 }
 
 /// An open or close of a node on a thread's timeline.
@@ -131,22 +169,35 @@ pub enum Event<N> {
 }
 
 /// The balanced events of `slices`, each slice's nodes given by `path` (root first).
+#[cfg(test)]
 pub fn walk<N: PartialEq + Clone>(
     slices: &[Slice],
-    mut path: impl FnMut(&Slice) -> Vec<N>,
+    path: impl FnMut(&Slice) -> Vec<N>,
 ) -> Vec<Event<N>> {
     let mut events = Vec::new();
+    walk_each(slices, path, |e| events.push(e));
+    events
+}
+
+/// The balanced events of `slices`, each slice's nodes given by `path` (root first),
+/// handed to `emit` one by one in order (nothing is collected: an export writes them
+/// as they come).
+pub fn walk_each<N: PartialEq + Clone>(
+    slices: &[Slice],
+    mut path: impl FnMut(&Slice) -> Vec<N>,
+    mut emit: impl FnMut(Event<N>),
+) {
     let mut open: Vec<N> = Vec::new();
     let mut last_end: Option<u64> = None;
     for s in slices {
         let nodes = path(s);
         if last_end.is_some_and(|e| e != s.start_ns) {
-            close_down_to(&mut open, 0, last_end.unwrap_or(s.start_ns), &mut events);
+            close_down_to(&mut open, 0, last_end.unwrap_or(s.start_ns), &mut emit);
         }
         let common = open.iter().zip(&nodes).take_while(|(a, b)| a == b).count();
-        close_down_to(&mut open, common, s.start_ns, &mut events);
+        close_down_to(&mut open, common, s.start_ns, &mut emit);
         for n in nodes.into_iter().skip(common) {
-            events.push(Event::Open {
+            emit(Event::Open {
                 node: n.clone(),
                 at_ns: s.start_ns,
             });
@@ -155,16 +206,15 @@ pub fn walk<N: PartialEq + Clone>(
         last_end = Some(s.end_ns);
     }
     if let Some(e) = last_end {
-        close_down_to(&mut open, 0, e, &mut events);
+        close_down_to(&mut open, 0, e, &mut emit);
     }
-    events
 }
 
 /// Close the open nodes above depth `keep`, innermost first, at `at_ns`.
-fn close_down_to<N>(open: &mut Vec<N>, keep: usize, at_ns: u64, events: &mut Vec<Event<N>>) {
+fn close_down_to<N>(open: &mut Vec<N>, keep: usize, at_ns: u64, emit: &mut impl FnMut(Event<N>)) {
     while open.len() > keep {
         if let Some(node) = open.pop() {
-            events.push(Event::Close { node, at_ns });
+            emit(Event::Close { node, at_ns });
         }
     }
 }
