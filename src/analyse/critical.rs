@@ -50,6 +50,13 @@
 //! shares of the critical path add up to 100 %. Idle pool threads and event-loop threads
 //! that nobody waited for carry no critical-path time.
 //!
+//! The walk moves forward in time: each piece resumes no earlier than the one before it
+//! (a piece handed to a waker lies before the rest of the range that handed it out, and
+//! is finished first; the creator's piece before a thread existed is walked before the
+//! thread's own range). So it could read the samples in the order a recording holds
+//! them, block by block, instead of holding every thread's line (see
+//! docs/bounded-memory.md).
+//!
 //! # Worked example
 //!
 //! `sh -c 'producer | consumer'`, 10 ms in all. sh forks both and waits in `wait4`
@@ -220,6 +227,13 @@ struct Frame {
 enum Work {
     Start(Item),
     Resume(Frame),
+}
+
+// Where each piece of the walk resumed, in order (tests check the walk moves forward
+// in time).
+#[cfg(test)]
+thread_local! {
+    static RESUMED: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// True when a waker's kernel stack shows the wake-up was issued from a hardware
@@ -560,6 +574,9 @@ impl Walk<'_, '_> {
             return None;
         }
         let (mut lo, mut hi) = (lo, hi);
+        // The piece before the thread existed, walked before the thread's own range (so
+        // that the walk moves forward in time).
+        let mut before = None;
         if lo < line.first {
             let cut = hi.min(line.first);
             match self.creator(tid, line.pid) {
@@ -568,8 +585,7 @@ impl Walk<'_, '_> {
                     // then wait4), the thread existed already, starting up unsampled.
                     let from = self.waits_for(c, tid, lo, cut).unwrap_or(cut);
                     if from > lo {
-                        let w = Walk::child(&item, c, lo, from, item.via_lock);
-                        self.work.push(w);
+                        before = Some(Walk::child(&item, c, lo, from, item.via_lock));
                     }
                     if cut > from {
                         *self
@@ -587,18 +603,30 @@ impl Walk<'_, '_> {
             self.cp.unattributed_ns += hi - cut;
             hi = cut;
         }
-        (lo < hi).then(|| Frame {
+        let frame = (lo < hi).then(|| Frame {
             item,
             lo,
             hi,
             t: lo,
             next: line.off.partition_point(|o| o.end(&self.p.samples) <= lo),
-        })
+        });
+        match before {
+            Some(w) => {
+                if let Some(f) = frame {
+                    self.work.push(Work::Resume(f));
+                }
+                self.work.push(w);
+                None
+            }
+            None => frame,
+        }
     }
 
     /// Walk an item's line on from where it stopped, up to the next piece it hands to
     /// another thread (then put back on the stack under that piece) or to its end.
     fn resume(&mut self, mut f: Frame) {
+        #[cfg(test)]
+        RESUMED.with(|r| r.borrow_mut().push(f.t));
         let lines = self.lines;
         let Some(line) = lines.get(&f.item.tid) else {
             return;
@@ -1491,6 +1519,23 @@ mod tests {
         let by = per_tid(&p.0, &cp);
         assert_eq!(by.get(&1).copied(), Some(8 * MS), "{cp:?}");
         assert_eq!(by.get(&2).copied(), Some(3 * MS), "{cp:?}");
+    }
+
+    #[test]
+    fn the_walk_moves_forward_in_time() {
+        // As above: the piece before 2 existed (its creator's) is walked before 2's own
+        // range, so every piece resumes no earlier than the last: a walk reading the
+        // samples in time order (block by block) could serve each step.
+        let p = P::new(&[(1, None)])
+            .thread(1, 2)
+            .on(1, 0, 8)
+            .off(1, 8 * MS, 10 * MS, Some((2, 10 * MS)))
+            .on(2, 9, 11);
+        RESUMED.with(|r| r.borrow_mut().clear());
+        let _ = p.path(&[]);
+        let at = RESUMED.with(|r| r.take());
+        assert!(at.len() >= 2, "{at:?}");
+        assert!(at.windows(2).all(|w| w[0] <= w[1]), "{at:?}");
     }
 
     #[test]
