@@ -124,7 +124,8 @@ pub fn file_names() -> Vec<&'static str> {
         .collect()
 }
 
-/// Write `format` of `input` into a buffer.
+/// Write `format` of `input` into a buffer (the session writes straight into files).
+#[cfg(test)]
 pub fn to_bytes(format: ExportFormat, input: &Input) -> Result<Vec<u8>, Error> {
     let mut buf = Vec::new();
     exporter(format).write(input, &mut buf)?;

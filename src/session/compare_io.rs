@@ -98,9 +98,14 @@ fn read_side(input: &Path) -> Result<Side, Error> {
                 .is_none()
                 .then(|| "its recording holds no deep profile: a `bench` session".into()),
             baseline: rec.baseline,
-            profile: rec
-                .sampled
-                .map(|p| crate::analyse::analysed_profile(&p).into_owned()),
+            // profmap's own activity dropped in place (see `analyse::OwnActivity`):
+            // a filtered copy, or a clone when there is none, held every sample twice.
+            profile: rec.sampled.map(|mut p| {
+                if let Some(own) = crate::analyse::OwnActivity::find(&p) {
+                    own.drop_from(&mut p);
+                }
+                p
+            }),
         });
     }
     let base = input.join("baseline.json");
