@@ -72,6 +72,29 @@ impl Drop for Tmpfs {
     }
 }
 
+/// A 200 KB tmpfs, or None (the test is skipped, and says why) when it cannot be mounted.
+fn small_tmpfs() -> Option<Tmpfs> {
+    match Tmpfs::mount("200k") {
+        Ok(fs) => Some(fs),
+        Err(why) => {
+            eprintln!("skipped: cannot mount a tmpfs ({why})");
+            None
+        }
+    }
+}
+
+/// No temporary of profmap's is left in `dir`.
+fn assert_no_temporaries(dir: &Path) {
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names.iter().any(|n| n.contains("profmap-tmp")),
+        "{names:?}"
+    );
+}
+
 /// Fill the file system, then free one 4 KiB page.
 fn fill_but_one_page(dir: &Path) {
     let mut f = std::fs::File::create(dir.join("filler")).expect("filler");
@@ -85,13 +108,7 @@ fn fill_but_one_page(dir: &Path) {
 
 #[test]
 fn a_full_disk_leaves_a_failed_summary_or_none_and_no_temporaries() {
-    let fs = match Tmpfs::mount("200k") {
-        Ok(fs) => fs,
-        Err(why) => {
-            eprintln!("skipped: cannot mount a tmpfs ({why})");
-            return;
-        }
-    };
+    let Some(fs) = small_tmpfs() else { return };
     let out = fs.path().join("out");
     profmap()
         .args([
@@ -117,14 +134,7 @@ fn a_full_disk_leaves_a_failed_summary_or_none_and_no_temporaries() {
         err.contains(&out.display().to_string()) && err.contains("free space"),
         "{err}"
     );
-    let names: Vec<String> = std::fs::read_dir(&out)
-        .expect("dir")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    assert!(
-        !names.iter().any(|n| n.contains("profmap-tmp")),
-        "{names:?}"
-    );
+    assert_no_temporaries(&out);
     let summary = out.join("summary.json");
     if summary.exists() {
         let s = read_json(&summary);
@@ -135,13 +145,7 @@ fn a_full_disk_leaves_a_failed_summary_or_none_and_no_temporaries() {
 
 #[test]
 fn a_disk_that_fills_up_during_an_export_keeps_the_old_file_whole() {
-    let fs = match Tmpfs::mount("200k") {
-        Ok(fs) => fs,
-        Err(why) => {
-            eprintln!("skipped: cannot mount a tmpfs ({why})");
-            return;
-        }
-    };
+    let Some(fs) = small_tmpfs() else { return };
     // The recording on the ordinary disk; only the export goes to the full one.
     let rec = tempfile::tempdir().expect("tmp");
     profmap()
@@ -172,14 +176,7 @@ fn a_disk_that_fills_up_during_an_export_keeps_the_old_file_whole() {
         std::fs::read(&trace).expect("old trace kept"),
         b"an earlier trace"
     );
-    let names: Vec<String> = std::fs::read_dir(fs.path())
-        .expect("dir")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    assert!(
-        !names.iter().any(|n| n.contains("profmap-tmp")),
-        "{names:?}"
-    );
+    assert_no_temporaries(fs.path());
     // With room again, the same export replaces it with a whole trace.
     std::fs::remove_file(fs.path().join("filler")).expect("free");
     profmap()

@@ -1506,15 +1506,19 @@ mod tests {
         assert_eq!(per_tid(&p.0, &cp).get(&2), None);
     }
 
-    #[test]
-    fn a_thread_started_late_hands_the_time_before_it_back_to_its_creator() {
-        // Main (1) computes [0, 8] ms, starts 2 and waits for it [8, 10]; 2's first
-        // sample covers [9, 10], it ends last.
-        let p = P::new(&[(1, None)])
+    /// Main (1) computes [0, 8] ms, starts 2 and waits for it [8, 10]; 2's first sample
+    /// covers [9, 10], it ends last.
+    fn started_late() -> P {
+        P::new(&[(1, None)])
             .thread(1, 2)
             .on(1, 0, 8)
             .off(1, 8 * MS, 10 * MS, Some((2, 10 * MS)))
-            .on(2, 9, 11);
+            .on(2, 9, 11)
+    }
+
+    #[test]
+    fn a_thread_started_late_hands_the_time_before_it_back_to_its_creator() {
+        let p = started_late();
         let cp = p.path(&[]);
         let by = per_tid(&p.0, &cp);
         assert_eq!(by.get(&1).copied(), Some(8 * MS), "{cp:?}");
@@ -1523,14 +1527,10 @@ mod tests {
 
     #[test]
     fn the_walk_moves_forward_in_time() {
-        // As above: the piece before 2 existed (its creator's) is walked before 2's own
-        // range, so every piece resumes no earlier than the last: a walk reading the
-        // samples in time order (block by block) could serve each step.
-        let p = P::new(&[(1, None)])
-            .thread(1, 2)
-            .on(1, 0, 8)
-            .off(1, 8 * MS, 10 * MS, Some((2, 10 * MS)))
-            .on(2, 9, 11);
+        // The piece before 2 existed (its creator's) is walked before 2's own range, so
+        // every piece resumes no earlier than the last: a walk reading the samples in
+        // time order (block by block) could serve each step.
+        let p = started_late();
         RESUMED.with(|r| r.borrow_mut().clear());
         let _ = p.path(&[]);
         let at = RESUMED.with(|r| r.take());

@@ -30,7 +30,7 @@ use serde::Serialize;
 use super::speedscope::frames::{self, FrameTable};
 use super::speedscope::slices::{self, Event, Slice};
 use crate::error::Error;
-use crate::export::{Exporter, Input, JsonItems, buffered, write_error};
+use crate::export::{Exporter, Input, JsonItems, write_buffered};
 use crate::plan::ExportFormat;
 use crate::profile::{SampleKind, WaitState};
 
@@ -116,10 +116,7 @@ impl Exporter for Chrome {
         "trace.json"
     }
     fn write(&self, input: &Input, out: &mut dyn Write) -> Result<(), Error> {
-        let mut w = buffered(out);
-        write_trace(input, &mut w)
-            .and_then(|()| w.flush())
-            .map_err(|e| write_error(self.format(), e))
+        write_buffered(self.format(), out, |w| write_trace(input, w))
     }
 }
 

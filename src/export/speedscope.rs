@@ -26,7 +26,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use crate::error::Error;
-use crate::export::{Exporter, Input, JsonItems, buffered, write_error};
+use crate::export::{Exporter, Input, JsonItems, write_buffered};
 use crate::plan::ExportFormat;
 use crate::profile::SampleKind;
 use frames::FrameTable;
@@ -60,10 +60,7 @@ impl Exporter for Speedscope {
         "speedscope.json"
     }
     fn write(&self, input: &Input, out: &mut dyn Write) -> Result<(), Error> {
-        let mut w = buffered(out);
-        write_file(input, &mut w)
-            .and_then(|()| w.flush())
-            .map_err(|e| write_error(self.format(), e))
+        write_buffered(self.format(), out, |w| write_file(input, w))
     }
 }
 
