@@ -157,6 +157,10 @@ pub struct TargetSpec {
     pub args: Vec<OsString>,
     /// What every run reads on its standard input.
     pub stdin: Stdin,
+    /// Variables set (or replaced) in the target's environment on top of profmap's own;
+    /// empty for every run but a profiled one that asks for them (see
+    /// `session::nodejit`).
+    pub env: Vec<(OsString, OsString)>,
 }
 
 /// Where each run's standard input comes from, the same for every run (resolved by the

@@ -8,8 +8,10 @@
 //! under `lib/pythonX.Y/` outside `site-packages`, and CPython's own extension modules:
 //! `_socket`, `_ssl`…), and Go's (its runtime and standard packages, compiled into the
 //! program from the toolchain's `GOROOT/src/`: `crypto/sha256.block`,
-//! `runtime.futex`); anything else (the program, its own shared objects, its Python
-//! code, installed Python packages, Go modules) is the user's.
+//! `runtime.futex`), and Node.js's (the `node` binary itself: V8, libuv, its bindings;
+//! and its JavaScript library, `node:internal/…`); anything else (the program, its own
+//! shared objects, its Python code, installed Python packages, Go modules, JavaScript
+//! named through V8's JIT map, native addons) is the user's.
 
 use crate::profile::{Frame, FrameKind, SampledProfile};
 
@@ -48,6 +50,22 @@ pub fn is_system(f: &Frame) -> bool {
         || is_python_stdlib(f)
         || is_cpython_extension(f)
         || is_go_stdlib(f)
+        || is_node_runtime(f)
+}
+
+/// A frame of Node.js itself: native code of the `node` binary (or `libnode.so`), or
+/// JavaScript of its library (`node:internal/modules/cjs/loader`, `node:fs`: the
+/// `node:` files of V8's JIT map, see `symbolize::perfmap`).
+fn is_node_runtime(f: &Frame) -> bool {
+    let module = f.module.as_deref().unwrap_or_default();
+    module == "node"
+        || module == "nodejs"
+        || module.starts_with("libnode.so")
+        || f.file.as_deref().is_some_and(|p| p.starts_with("node:"))
+        // Recorded before JIT names were read into function, file and line.
+        || (module.starts_with("perf-")
+            && crate::symbolize::perfmap::v8_function(&f.function)
+                .is_some_and(|(_, file, _)| file.starts_with("node:")))
 }
 
 /// A function of Go's runtime or standard library: its source is under the toolchain's
@@ -144,6 +162,27 @@ mod tests {
             Some("examples/demo.rs")
         )));
         assert!(!is_system(&frame("PQexec", "libpq.so.5", None)));
+    }
+
+    #[test]
+    fn node_and_its_library_are_system_code_the_script_and_its_addons_are_not() {
+        assert!(is_system(&frame("uv__fs_write", "node", None)));
+        assert!(is_system(&frame(
+            "v8::internal::Heap::Scavenge",
+            "libnode.so.108",
+            None
+        )));
+        assert!(is_system(&frame(
+            "Module._compile",
+            "perf-42.map",
+            Some("node:internal/modules/cjs/loader")
+        )));
+        assert!(!is_system(&frame(
+            "slowSum",
+            "perf-42.map",
+            Some("/app/hot.js")
+        )));
+        assert!(!is_system(&frame("Hash", "binding.node", None)));
     }
 
     #[test]

@@ -275,6 +275,7 @@ fn commands(a: &TargetArgs, argv_form: bool) -> Result<Vec<NamedCommand>, String
             program: it.next().unwrap_or_default(),
             args: it.collect(),
             stdin: Stdin::Null,
+            env: Vec::new(),
         };
         let label = target.argv_lossy().join(" ");
         vec![NamedCommand { label, target }]
@@ -291,6 +292,7 @@ fn commands(a: &TargetArgs, argv_form: bool) -> Result<Vec<NamedCommand>, String
                         program: "sh".into(),
                         args: vec!["-c".into(), text.into()],
                         stdin: Stdin::Null,
+                        env: Vec::new(),
                     },
                 })
             })
@@ -320,6 +322,7 @@ fn commands(a: &TargetArgs, argv_form: bool) -> Result<Vec<NamedCommand>, String
                     program: sub(&c.target.program),
                     args: c.target.args.iter().map(sub).collect(),
                     stdin: Stdin::Null,
+                    env: Vec::new(),
                 },
             });
         }

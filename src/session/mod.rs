@@ -34,6 +34,7 @@ mod escalate;
 mod hooks;
 pub mod lock;
 mod multi;
+mod nodejit;
 pub mod outfile;
 mod outputs;
 pub mod redact;
@@ -494,8 +495,11 @@ fn profiled_run(
         );
     }
     let mut hooks = hooks::Profile::new(plan.sample.clone());
+    // A Node program's JavaScript is named through V8's JIT maps (see `nodejit`).
+    let jit = nodejit::profiled_target(&plan.target);
+    let started = std::time::SystemTime::now();
     let m = match measure::run_once(
-        &plan.target,
+        jit.as_ref().map_or(&plan.target, |(t, _)| t),
         opts,
         log,
         &mut hooks,
@@ -528,6 +532,10 @@ fn profiled_run(
     let raw = hooks.finish()?;
     let mut prof = crate::symbolize::symbolize(raw);
     prof.wall_ms = wall_ms;
+    if let Some((_, note)) = jit {
+        nodejit::remove_maps(prof.processes.iter().map(|p| p.pid), started);
+        rec.warnings.push(note);
+    }
     rec.sampled = Some(prof);
     if exit == ExitStatus::Interrupted || measure::signals::interrupted() {
         return Ok(Some(Setback {

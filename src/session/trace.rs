@@ -63,6 +63,7 @@ pub(super) fn traced_target(target: &TargetSpec, vars: Vec<(OsString, OsString)>
         program: "env".into(),
         args,
         stdin: target.stdin.clone(),
+        env: target.env.clone(),
     }
 }
 

@@ -18,7 +18,7 @@
 mod debugfile;
 mod gopclntab;
 mod package;
-mod perfmap;
+pub(crate) mod perfmap;
 mod python;
 mod stripped;
 
@@ -259,14 +259,24 @@ fn expand_frames(
         });
         for (i, addr) in items {
             out[i] = match map.as_ref().and_then(|m| perfmap::lookup(m, addr)) {
-                Some(name) => vec![Frame {
-                    function: name.to_string(),
-                    module: Some(format!("perf-{pid}.map")),
-                    file: None,
-                    line: None,
-                    kind: FrameKind::User,
-                    inlined: false,
-                }],
+                Some(name) => {
+                    // JavaScript from V8 has a function, file and line; other JIT code
+                    // only its name, from the map.
+                    let (function, module, file, line) = match perfmap::v8_function(name) {
+                        Some((f, file, line)) => {
+                            (f, perfmap::js_module(&file), Some(file), Some(line))
+                        }
+                        None => (name.to_string(), format!("perf-{pid}.map"), None, None),
+                    };
+                    vec![Frame {
+                        function,
+                        module: Some(module),
+                        file,
+                        line,
+                        kind: FrameKind::User,
+                        inlined: false,
+                    }]
+                }
                 None => {
                     *unnamed += 1;
                     vec![unnamed_frame("[unknown]", addr, FrameKind::User)]

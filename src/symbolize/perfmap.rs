@@ -114,5 +114,44 @@ pub fn lookup(map: &[(u64, u64, String)], addr: u64) -> Option<&str> {
     (addr < start.saturating_add(*size)).then_some(name.as_str())
 }
 
+/// A JavaScript function as V8 names it in a map (`JS:*slowSum /app/hot.js:1:17`;
+/// before V8 10, `LazyCompile:*slowSum …`): its name, file and line. An anonymous
+/// function (a callback, a module's top level) is named by its place,
+/// `(anonymous 12:5)`, so that two of one file stay two functions. The mark after the
+/// colon is the tier the code was compiled by (`~` interpreted, `^` baseline, `*`
+/// optimized): the same function at every tier is one function. None for anything else
+/// (builtins, stubs, regexps).
+pub fn v8_function(name: &str) -> Option<(String, String, u32)> {
+    let (kind, rest) = name.split_once(':')?;
+    if !matches!(kind, "JS" | "LazyCompile" | "Function" | "Script") {
+        return None;
+    }
+    let rest = rest.trim_start_matches(['*', '~', '^', '+', '-']);
+    let (function, location) = rest.split_once(' ')?;
+    let (place, column) = location.rsplit_once(':')?;
+    let (file, line) = place.rsplit_once(':')?;
+    let line: u32 = line.parse().ok()?;
+    let column: u32 = column.parse().ok()?;
+    if file.is_empty() {
+        return None;
+    }
+    let function = if function.is_empty() {
+        format!("(anonymous {line}:{column})")
+    } else {
+        function.to_string()
+    };
+    Some((function, file.to_string(), line))
+}
+
+/// The module of a JavaScript frame: its file's name (`hot.js`), or the whole
+/// `node:` name of Node's own library (`node:internal/modules/cjs/loader`), so that
+/// functions of one name in two files are two functions.
+pub fn js_module(file: &str) -> String {
+    if file.starts_with("node:") {
+        return file.to_string();
+    }
+    file.rsplit('/').next().unwrap_or(file).to_string()
+}
+
 #[cfg(test)]
 mod tests;

@@ -198,6 +198,24 @@ pub fn spawn_suspended(spec: &TargetSpec) -> Result<Suspended, Error> {
         .collect::<Result<_, _>>()?;
     let mut argv_p: Vec<*const libc::c_char> = argv_c.iter().map(|c| c.as_ptr()).collect();
     argv_p.push(std::ptr::null());
+    // The environment, only when the spec changes it (built here: the child may not
+    // allocate): profmap's own, with the spec's variables set over it.
+    let env_c: Vec<CString> = if spec.env.is_empty() {
+        Vec::new()
+    } else {
+        let own = std::env::vars_os().filter(|(k, _)| !spec.env.iter().any(|(s, _)| s == k));
+        own.chain(spec.env.iter().cloned())
+            .map(|(k, v)| {
+                let mut kv = k;
+                kv.push("=");
+                kv.push(v);
+                to_c(&kv)
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let mut env_p: Vec<*const libc::c_char> = env_c.iter().map(|c| c.as_ptr()).collect();
+    env_p.push(std::ptr::null());
+    let envp = (!spec.env.is_empty()).then_some(env_p.as_slice());
     // The run's stdin, opened afresh so it is read from its start (-1: keep the terminal).
     let stdin = open_stdin(&spec.stdin)?;
     let stdin_fd = stdin.as_ref().map_or(-1, |f| f.as_raw_fd());
@@ -236,6 +254,7 @@ pub fn spawn_suspended(spec: &TargetSpec) -> Result<Suspended, Error> {
                     err_r.as_raw_fd(),
                 ],
                 &argv_p,
+                envp,
             )
         }
     }
@@ -256,7 +275,8 @@ pub fn spawn_suspended(spec: &TargetSpec) -> Result<Suspended, Error> {
     })
 }
 
-/// The child side: never returns.
+/// The child side: never returns. `argv` and `envp` (when given: the whole environment)
+/// are NULL-terminated.
 #[allow(clippy::too_many_arguments)]
 unsafe fn child_after_fork(
     parent: i32,
@@ -267,8 +287,9 @@ unsafe fn child_after_fork(
     error_fd: i32,
     parent_ends: [i32; 4],
     argv: &[*const libc::c_char],
+    envp: Option<&[*const libc::c_char]>,
 ) -> ! {
-    // SAFETY: async-signal-safe syscalls only; argv is NULL-terminated.
+    // SAFETY: async-signal-safe syscalls only; argv and envp are NULL-terminated.
     unsafe {
         // The parent's ends of our pipes: holding the release pipe's write end would keep
         // our own read from ever seeing EOF when the parent cancels the launch.
@@ -304,7 +325,10 @@ unsafe fn child_after_fork(
         if n != 1 {
             libc::_exit(127);
         }
-        libc::execvp(argv[0], argv.as_ptr());
+        match envp {
+            Some(envp) => libc::execvpe(argv[0], argv.as_ptr(), envp.as_ptr()),
+            None => libc::execvp(argv[0], argv.as_ptr()),
+        };
         let errno = *libc::__errno_location();
         let bytes = errno.to_ne_bytes();
         libc::write(error_fd, bytes.as_ptr().cast(), bytes.len());

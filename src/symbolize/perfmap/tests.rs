@@ -114,3 +114,38 @@ fn a_map_owned_by_another_user_is_refused_and_the_processs_own_is_read() {
     // A map that does not exist is no map, not a refusal.
     assert_eq!(read_map_at(&dir.path().join("none.map"), 1), Ok(None));
 }
+
+#[test]
+fn v8_names_give_the_function_its_file_and_line_at_any_tier() {
+    let f = |n: &str| v8_function(n);
+    let slow = Some(("slowSum".to_string(), "/app/hot.js".to_string(), 1));
+    assert_eq!(f("JS:*slowSum /app/hot.js:1:17"), slow);
+    assert_eq!(f("JS:~slowSum /app/hot.js:1:17"), slow);
+    assert_eq!(f("LazyCompile:^slowSum /app/hot.js:1:17"), slow);
+    assert_eq!(
+        f("JS:~ /app/my dir/hot.js:1:1"),
+        Some(("(anonymous 1:1)".into(), "/app/my dir/hot.js".into(), 1))
+    );
+    assert_eq!(js_module("/app/my dir/hot.js"), "hot.js");
+    assert_eq!(
+        js_module("node:internal/fs/utils"),
+        "node:internal/fs/utils"
+    );
+    assert_eq!(
+        f("JS:~Module._compile node:internal/modules/cjs/loader:1483:37"),
+        Some((
+            "Module._compile".into(),
+            "node:internal/modules/cjs/loader".into(),
+            1483
+        ))
+    );
+    for other in [
+        "Builtin:ArrayPrototypePush",
+        "JS:*f",
+        "JS:*f /a.js:x:1",
+        "RegExp:[a-z]+",
+        "",
+    ] {
+        assert_eq!(f(other), None, "{other}");
+    }
+}
