@@ -72,9 +72,10 @@ impl Drop for Tmpfs {
     }
 }
 
-/// A 200 KB tmpfs, or None (the test is skipped, and says why) when it cannot be mounted.
-fn small_tmpfs() -> Option<Tmpfs> {
-    match Tmpfs::mount("200k") {
+/// A tmpfs of `size`, or None (the test is skipped, and says why) when it cannot be
+/// mounted.
+fn small_tmpfs(size: &str) -> Option<Tmpfs> {
+    match Tmpfs::mount(size) {
         Ok(fs) => Some(fs),
         Err(why) => {
             eprintln!("skipped: cannot mount a tmpfs ({why})");
@@ -108,7 +109,9 @@ fn fill_but_one_page(dir: &Path) {
 
 #[test]
 fn a_full_disk_leaves_a_failed_summary_or_none_and_no_temporaries() {
-    let Some(fs) = small_tmpfs() else { return };
+    let Some(fs) = small_tmpfs("200k") else {
+        return;
+    };
     let out = fs.path().join("out");
     profmap()
         .args([
@@ -145,7 +148,9 @@ fn a_full_disk_leaves_a_failed_summary_or_none_and_no_temporaries() {
 
 #[test]
 fn a_disk_that_fills_up_during_an_export_keeps_the_old_file_whole() {
-    let Some(fs) = small_tmpfs() else { return };
+    // Room for a whole trace once the filler is gone (a debug build on a slow machine
+    // records more samples of the same loop).
+    let Some(fs) = small_tmpfs("16m") else { return };
     // The recording on the ordinary disk; only the export goes to the full one.
     let rec = tempfile::tempdir().expect("tmp");
     profmap()
