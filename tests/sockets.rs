@@ -239,14 +239,26 @@ fn http_server(
 fn an_http_client_with_a_connection_per_request_shows_ten_http_connections() {
     let _g = serial();
     let (port, t) = http_server(10, std::time::Duration::ZERO);
+    // The request is one bytes object alive for the whole run. The first payload is read
+    // from the client's memory after the call, by the drain: http.client builds and frees
+    // its request per call, and on a slow (debug) build that read found pymalloc's
+    // free-list pointers instead (those connections are unknown, and counted in the
+    // warning): a race of the method, not of what this test checks.
     let code = format!(
         r#"
-import http.client, time
+import socket, time
+REQ = b'GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n'
 for _ in range(10):
-    c = http.client.HTTPConnection('127.0.0.1', {port})
-    c.request('GET', '/')
-    assert c.getresponse().read() == b'ok'
-    c.close()
+    s = socket.create_connection(('127.0.0.1', {port}))
+    s.sendall(REQ)
+    got = b''
+    while True:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        got += chunk
+    assert got.endswith(b'ok'), got
+    s.close()
 time.sleep(0.3)
 "#
     );
