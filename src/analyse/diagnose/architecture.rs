@@ -3,7 +3,8 @@
 //! - N+1: at least [`MIN_ROUND_TRIPS`] round trips to one peer from one call site (the
 //!   deepest step of the user's code that carries them) — one request per item where
 //!   one request for all would do. Gain bound: batching leaves one round trip, so at
-//!   most (n−1)/n of the step's wait on that peer.
+//!   most (n−1)/n of the step's wait on that peer. Dismissed when that wait is under
+//!   [`MIN_WAIT_SHARE_PCT`] of the wall time: a pattern that costs nothing.
 //! - Sequential waits on independent peers: two or more peers each holding at least
 //!   [`MIN_PEER_SHARE_PCT`] of the wall time, whose waits never overlapped (overlap
 //!   under 5% of the smaller). Gain bound: overlapping them saves at most the sum less
@@ -16,6 +17,9 @@ use super::types::{Finding, RuleOutput, SuspicionCategory as C, SuspicionVerdict
 
 /// Round trips from one call site that make an N+1 pattern.
 pub const MIN_ROUND_TRIPS: u64 = 20;
+/// Waits on a peer under this share of the wall time are no bottleneck, whatever their
+/// pattern (a Node client's 617 loopback round trips waited 0.3% of its run), percent.
+pub const MIN_WAIT_SHARE_PCT: f64 = 1.0;
 /// A peer holding less of the wall time than this is not worth overlapping, percent.
 pub const MIN_PEER_SHARE_PCT: f64 = 10.0;
 
@@ -127,17 +131,31 @@ fn n_plus_one(f: &Facts, out: &mut RuleOutput) {
 fn n_plus_one_at(f: &Facts, p: &Peer, n: u64, wait: f64, at: &str, steps: Vec<String>) -> Finding {
     let share = f.share(wait);
     let per = if n > 0 { wait / n as f64 } else { 0.0 };
+    let what = format!("N+1: {n} sequential round trips to {} from {at}", p.name);
+    let evidence = format!(
+        "{n} round trips × {} each = {} waiting on {} ({share:.1}% of wall)",
+        site::ms(per),
+        site::ms(wait),
+        p.name
+    );
+    if share < MIN_WAIT_SHARE_PCT {
+        return Finding::new(
+            C::Architecture,
+            V::Dismissed,
+            at.to_string(),
+            what,
+            format!("{evidence}: under {MIN_WAIT_SHARE_PCT}% of the run, batching cannot matter"),
+            NOTE_N1,
+        )
+        .steps(steps)
+        .on(&p.name);
+    }
     Finding::new(
         C::Architecture,
         V::Confirmed,
         at.to_string(),
-        format!("N+1: {n} sequential round trips to {} from {at}", p.name),
-        format!(
-            "{n} round trips × {} each = {} waiting on {} ({share:.1}% of wall)",
-            site::ms(per),
-            site::ms(wait),
-            p.name
-        ),
+        what,
+        evidence,
         NOTE_N1,
     )
     .steps(steps)
@@ -320,6 +338,27 @@ mod tests {
         assert!(s.suspicion.evidence.contains("50 round trips × 16.0 ms"));
         let gain = s.advice.as_ref().and_then(|a| a.gain_pct);
         assert_eq!(gain, Some(78.4));
+    }
+
+    #[test]
+    fn round_trips_that_cost_under_one_percent_of_the_run_are_dismissed() {
+        // A loopback client: 600 round trips that waited 5 ms of a 1 s run.
+        let mut f = loop_of(600);
+        f.peers[0].wait_ms = 5.0;
+        for s in &mut f.steps {
+            s.resources[0].blocked_ms = 5.0;
+            s.resources[0].critical_ms = Some(5.0);
+        }
+        let out = check(&f);
+        let s = &out.findings[0];
+        assert_eq!(
+            s.suspicion.verdict,
+            V::Dismissed,
+            "{}",
+            s.suspicion.evidence
+        );
+        assert!(s.suspicion.evidence.contains("under 1% of the run"));
+        assert!(s.advice.is_none());
     }
 
     #[test]

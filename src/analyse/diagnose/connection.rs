@@ -1,7 +1,8 @@
 //! connection_management: a new connection per request to one peer. Confirmed when
 //! the tree opened at least [`MIN_CONNECTIONS`] connections to one peer and they carried
 //! at most [`MAX_TURNS_PER_CONNECTION`] round trips each on average (each request pays
-//! a handshake, and for a database its authentication); dismissed for a peer whose
+//! a handshake, and for a database its authentication) and the waits on the peer hold
+//! at least `architecture::MIN_WAIT_SHARE_PCT` of the wall time; dismissed for a peer whose
 //! round trips went over a kept-alive connection (at most 2 connections, at least
 //! [`MIN_CONNECTIONS`] round trips).
 
@@ -58,18 +59,34 @@ fn per_request(f: &Facts, p: &Peer, rt: u64, c: u64) -> Finding {
     // Keeping one connection leaves one handshake: at most the share of the waits on
     // the peer that the other connections carried.
     let gain = share * (c - 1) as f64 / c as f64;
+    let what = format!("a new connection per request to {}", p.name);
+    let evidence = format!(
+        "{c} connections to {} for {rt} round trips ({:.1} per connection); waiting on it \
+         took {} ({share:.1}% of wall)",
+        p.name,
+        rt as f64 / c as f64,
+        site::ms(p.wait_ms)
+    );
+    let min = super::architecture::MIN_WAIT_SHARE_PCT;
+    if share < min {
+        let why = format!("{evidence}: under {min}% of the run, reusing them cannot matter");
+        return Finding::new(
+            C::ConnectionManagement,
+            V::Dismissed,
+            location,
+            what,
+            why,
+            NOTE,
+        )
+        .steps(steps)
+        .on(&p.name);
+    }
     Finding::new(
         C::ConnectionManagement,
         V::Confirmed,
         location.clone(),
-        format!("a new connection per request to {}", p.name),
-        format!(
-            "{c} connections to {} for {rt} round trips ({:.1} per connection); waiting on it \
-             took {} ({share:.1}% of wall)",
-            p.name,
-            rt as f64 / c as f64,
-            site::ms(p.wait_ms)
-        ),
+        what,
+        evidence,
         NOTE,
     )
     .steps(steps)
@@ -156,6 +173,22 @@ mod tests {
         assert_eq!(s.suspicion.affected_steps, vec!["1.2".to_string()]);
         let gain = s.advice.as_ref().and_then(|a| a.gain_pct).unwrap_or(0.0);
         assert!((gain - 77.3).abs() < 0.1, "{gain}");
+    }
+
+    #[test]
+    fn connections_whose_waits_cost_under_one_percent_are_dismissed() {
+        let mut f = peer_with(30, 30);
+        f.peers[0].wait_ms = 3.0;
+        let out = check(&f);
+        let s = &out.findings[0];
+        assert_eq!(
+            s.suspicion.verdict,
+            V::Dismissed,
+            "{}",
+            s.suspicion.evidence
+        );
+        assert!(s.suspicion.evidence.contains("under 1% of the run"));
+        assert!(s.advice.is_none());
     }
 
     #[test]
