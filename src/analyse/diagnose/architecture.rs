@@ -350,15 +350,7 @@ mod tests {
             s.resources[0].critical_ms = Some(5.0);
         }
         let out = check(&f);
-        let s = &out.findings[0];
-        assert_eq!(
-            s.suspicion.verdict,
-            V::Dismissed,
-            "{}",
-            s.suspicion.evidence
-        );
-        assert!(s.suspicion.evidence.contains("under 1% of the run"));
-        assert!(s.advice.is_none());
+        assert_negligible(&out.findings[0]);
     }
 
     #[test]

@@ -204,6 +204,20 @@ pub mod testing {
         }
     }
 
+    /// A finding dismissed because the waits it is about cost under 1% of the run:
+    /// with that evidence and no advice.
+    pub fn assert_negligible(f: &super::super::types::Finding) {
+        let s = &f.suspicion;
+        assert_eq!(
+            s.verdict,
+            super::super::types::SuspicionVerdict::Dismissed,
+            "{}",
+            s.evidence
+        );
+        assert!(s.evidence.contains("under 1% of the run"), "{}", s.evidence);
+        assert!(f.advice.is_none());
+    }
+
     pub fn peer(name: &str, role: ResourceRole, wait_ms: f64) -> Peer {
         Peer {
             name: name.into(),
