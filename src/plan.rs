@@ -157,9 +157,9 @@ pub struct TargetSpec {
     pub args: Vec<OsString>,
     /// What every run reads on its standard input.
     pub stdin: Stdin,
-    /// Variables set (or replaced) in the target's environment on top of profmap's own;
-    /// empty for every run but a profiled one that asks for them (see
-    /// `session::nodejit`).
+    /// Variables set (or replaced) in the target's environment on top of profmap's own
+    /// (through `execvpe`); empty but for the runs that ask for them: a Node program's
+    /// profiled run (`session::nodejit`) and the traced runs' shim (`session::trace`).
     pub env: Vec<(OsString, OsString)>,
 }
 

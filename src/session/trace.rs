@@ -49,22 +49,11 @@ impl Drop for TraceDir {
 pub(super) struct NoHooks;
 impl RunHooks for NoHooks {}
 
-/// The target run through `env` with the shim's variables.
+/// The target with the shim's variables set in its environment (see `TargetSpec::env`).
 pub(super) fn traced_target(target: &TargetSpec, vars: Vec<(OsString, OsString)>) -> TargetSpec {
-    let mut args: Vec<OsString> = vec!["--".into()];
-    for (k, v) in vars {
-        let mut kv = k;
-        kv.push("=");
-        kv.push(v);
-        args.push(kv);
-    }
-    args.extend(target.argv());
-    TargetSpec {
-        program: "env".into(),
-        args,
-        stdin: target.stdin.clone(),
-        env: target.env.clone(),
-    }
+    let mut t = target.clone();
+    t.env.extend(vars);
+    t
 }
 
 /// Run the traced runs and put the per-function medians (and any warning) in `rec`.
