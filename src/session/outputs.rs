@@ -362,8 +362,8 @@ fn analyse_and_export(
         return Ok((timed("diagnosis", || deep_view(rec, &p, a)), Vec::new()));
     }
     let input = crate::export::Input::with_analysis(rec, Cow::Borrowed(&*p), &a);
-    let (heavy, light): (Vec<_>, Vec<_>) = (t.oplan.exports.iter().copied().enumerate())
-        .partition(|&(_, f)| holds_per_sample(f));
+    let (heavy, light): (Vec<_>, Vec<_>) =
+        (t.oplan.exports.iter().copied().enumerate()).partition(|&(_, f)| holds_per_sample(f));
     let one = |f: crate::plan::ExportFormat| {
         let name = crate::export::exporter(f).file_name();
         timed(name, || export_file(t.out, name, f, &input)).map(|tmp| (f.name(), name, tmp))

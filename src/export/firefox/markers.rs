@@ -8,116 +8,103 @@
 //!   `state` (sleeping, uninterruptible, preempted, other) and, only when the analysis
 //!   knew it, `resource` (the file, socket peer or service waited on). An unknown
 //!   resource is no field at all (a second marker type without it), never a made-up
-//!   value.
+//!   value. String fields are indices into the thread's `stringArray` (format
+//!   "unique-string").
+//! - The blocked stack, when the sample has one, is the marker's `cause`.
+
+use std::io::{self, Write};
 
 use fxprof_processed_profile::{
-    CategoryHandle, MarkerFieldFlags, MarkerFieldFormat, MarkerLocations, Profile,
-    StaticSchemaMarker, StaticSchemaMarkerField, StringHandle,
+    MarkerFieldFlags, MarkerFieldFormat, MarkerLocations, Profile, RuntimeSchemaMarkerField,
+    RuntimeSchemaMarkerSchema,
 };
 
 use crate::profile::WaitState;
 
-/// An off-CPU interval whose resource is not known.
-#[derive(Debug, Clone)]
-pub struct OffCpu {
-    /// The marker's name: the wait category's key.
-    pub name: StringHandle,
-    /// The marker's category (the "Off-CPU" category of the profile).
-    pub category: CategoryHandle,
-    /// The bottleneck class of the wait ("Idle", "Lock"...).
-    pub class: StringHandle,
-    /// The thread's state when it was switched out.
-    pub state: StringHandle,
+/// The marker type of an off-CPU interval whose resource is not known.
+const OFF_CPU: &str = "OffCpu";
+/// The marker type of an off-CPU interval spent waiting on a known resource.
+const OFF_CPU_ON: &str = "OffCpuOn";
+
+/// A field of the schemas: key, label, searchable.
+fn field(key: &str, label: &str, searchable: bool) -> RuntimeSchemaMarkerField {
+    RuntimeSchemaMarkerField {
+        key: key.into(),
+        label: label.into(),
+        format: MarkerFieldFormat::String,
+        flags: if searchable {
+            MarkerFieldFlags::SEARCHABLE
+        } else {
+            MarkerFieldFlags::empty()
+        },
+    }
 }
 
-/// An off-CPU interval spent waiting on a known resource.
-#[derive(Debug, Clone)]
-pub struct OffCpuOn {
-    /// The fields every off-CPU marker has.
-    pub wait: OffCpu,
-    /// The file, socket peer or service waited on.
-    pub resource: StringHandle,
-}
-
-const CLASS: StaticSchemaMarkerField = StaticSchemaMarkerField {
-    key: "class",
-    label: "Class",
-    format: MarkerFieldFormat::String,
-    flags: MarkerFieldFlags::SEARCHABLE,
-};
-
-const STATE: StaticSchemaMarkerField = StaticSchemaMarkerField {
-    key: "state",
-    label: "Thread state",
-    format: MarkerFieldFormat::String,
-    flags: MarkerFieldFlags::empty(),
-};
-
-const RESOURCE: StaticSchemaMarkerField = StaticSchemaMarkerField {
-    key: "resource",
-    label: "Waited on",
-    format: MarkerFieldFormat::String,
-    flags: MarkerFieldFlags::SEARCHABLE,
-};
-
-impl StaticSchemaMarker for OffCpu {
-    const UNIQUE_MARKER_TYPE_NAME: &'static str = "OffCpu";
-    const DESCRIPTION: Option<&'static str> =
-        Some("The thread was off the CPU: blocked, sleeping or preempted.");
-    const LOCATIONS: MarkerLocations = MarkerLocations::MARKER_CHART
+/// Register the two marker types' schemas in `profile`.
+pub fn register(profile: &mut Profile) {
+    let locations = MarkerLocations::MARKER_CHART
         .union(MarkerLocations::MARKER_TABLE)
         .union(MarkerLocations::TIMELINE_OVERVIEW);
-    const CHART_LABEL: Option<&'static str> = Some("{marker.name}");
-    const TOOLTIP_LABEL: Option<&'static str> = Some("off-CPU: {marker.name}");
-    const TABLE_LABEL: Option<&'static str> =
-        Some("{marker.name} ({marker.data.class}, {marker.data.state})");
-    const FIELDS: &'static [StaticSchemaMarkerField] = &[CLASS, STATE];
-
-    fn name(&self, _: &mut Profile) -> StringHandle {
-        self.name
-    }
-    fn category(&self, _: &mut Profile) -> CategoryHandle {
-        self.category
-    }
-    fn string_field_value(&self, field_index: u32) -> StringHandle {
-        match field_index {
-            0 => self.class,
-            _ => self.state,
-        }
-    }
-    fn number_field_value(&self, _: u32) -> f64 {
-        // The schema has no number fields: never asked.
-        0.0
-    }
+    let class = || field("class", "Class", true);
+    let state = || field("state", "Thread state", false);
+    profile.register_marker_type(RuntimeSchemaMarkerSchema {
+        type_name: OFF_CPU.into(),
+        description: Some("The thread was off the CPU: blocked, sleeping or preempted.".into()),
+        locations,
+        chart_label: Some("{marker.name}".into()),
+        tooltip_label: Some("off-CPU: {marker.name}".into()),
+        table_label: Some("{marker.name} ({marker.data.class}, {marker.data.state})".into()),
+        fields: vec![class(), state()],
+        graphs: Vec::new(),
+    });
+    profile.register_marker_type(RuntimeSchemaMarkerSchema {
+        type_name: OFF_CPU_ON.into(),
+        description: Some(
+            "The thread was off the CPU, waiting on a file, socket or service.".into(),
+        ),
+        locations,
+        chart_label: Some("{marker.name}: {marker.data.resource}".into()),
+        tooltip_label: Some("off-CPU: {marker.name} on {marker.data.resource}".into()),
+        table_label: Some(
+            "{marker.name} on {marker.data.resource} ({marker.data.class}, {marker.data.state})"
+                .into(),
+        ),
+        fields: vec![class(), state(), field("resource", "Waited on", true)],
+        graphs: Vec::new(),
+    });
 }
 
-impl StaticSchemaMarker for OffCpuOn {
-    const UNIQUE_MARKER_TYPE_NAME: &'static str = "OffCpuOn";
-    const DESCRIPTION: Option<&'static str> =
-        Some("The thread was off the CPU, waiting on a file, socket or service.");
-    const LOCATIONS: MarkerLocations = OffCpu::LOCATIONS;
-    const CHART_LABEL: Option<&'static str> = Some("{marker.name}: {marker.data.resource}");
-    const TOOLTIP_LABEL: Option<&'static str> =
-        Some("off-CPU: {marker.name} on {marker.data.resource}");
-    const TABLE_LABEL: Option<&'static str> =
-        Some("{marker.name} on {marker.data.resource} ({marker.data.class}, {marker.data.state})");
-    const FIELDS: &'static [StaticSchemaMarkerField] = &[CLASS, STATE, RESOURCE];
+/// The data of one off-CPU marker, its strings as indices into the thread's
+/// `stringArray`.
+#[derive(Debug, Clone, Copy)]
+pub struct OffCpuData {
+    /// The blocked stack.
+    pub stack: Option<u32>,
+    /// The bottleneck class of the wait.
+    pub class: u32,
+    /// The thread's state when it was switched out.
+    pub state: u32,
+    /// What it waited on, when known.
+    pub resource: Option<u32>,
+}
 
-    fn name(&self, _: &mut Profile) -> StringHandle {
-        self.wait.name
-    }
-    fn category(&self, _: &mut Profile) -> CategoryHandle {
-        self.wait.category
-    }
-    fn string_field_value(&self, field_index: u32) -> StringHandle {
-        match field_index {
-            0 => self.wait.class,
-            1 => self.wait.state,
-            _ => self.resource,
+impl OffCpuData {
+    /// Write the marker's data object.
+    pub fn write(&self, out: &mut impl Write) -> io::Result<()> {
+        let kind = if self.resource.is_some() {
+            OFF_CPU_ON
+        } else {
+            OFF_CPU
+        };
+        write!(out, "{{\"type\":\"{kind}\"")?;
+        if let Some(s) = self.stack {
+            write!(out, ",\"cause\":{{\"stack\":{s}}}")?;
         }
-    }
-    fn number_field_value(&self, _: u32) -> f64 {
-        0.0
+        write!(out, ",\"class\":{},\"state\":{}", self.class, self.state)?;
+        if let Some(r) = self.resource {
+            write!(out, ",\"resource\":{r}")?;
+        }
+        out.write_all(b"}")
     }
 }
 

@@ -1,68 +1,107 @@
-//! Frames and stacks of the Firefox Profiler export: the profile's categories, each
-//! recorded frame as a label frame, and the interning of each (thread, stack) once.
+//! Frames and stacks of the Firefox Profiler export: the profile's categories, and one
+//! thread's string, function, frame and stack tables, each distinct (stack, off-CPU
+//! leaf) interned once.
 //!
 //! Invariants:
-//! - Frames are `Frame::Label`s (the crate's label frames carry no file or line): the
-//!   label is the function name, followed by ` (file)` when the source file is known.
-//!   The line is left out on purpose: a label per line would split one function into
-//!   one call-tree node per line it was sampled at.
+//! - Frames are label frames (no address, file or line column): the label is the
+//!   function name, followed by ` (file)` when the source file is known. The line is
+//!   left out on purpose: a label per line would split one function into one call-tree
+//!   node per line it was sampled at. One function per distinct label; one frame per
+//!   (function, category, subcategory); one stack per (prefix, frame).
 //! - Categories mark where a frame comes from: `User` (native), `Kernel`, `Python`,
 //!   `Other` (profmap's synthetic frames); an off-CPU sample ends with the synthetic
 //!   leaf `[off-cpu: KEY]` in the `Off-CPU` category, subcategory KEY.
 //! - Stack nodes are read with `get`, and a walk stops after as many steps as there are
 //!   nodes, so a broken recording gives a shorter stack, never a panic or a hang.
+//! - The tables grow with the thread's distinct stacks, never with its samples.
 
 use std::collections::HashMap;
+use std::io::{self, Write};
 
-use fxprof_processed_profile::{
-    CategoryColor, CategoryHandle, CategoryPairHandle, Frame, FrameFlags, FrameInfo, Profile,
-    StackHandle, StringHandle, ThreadHandle,
-};
+use fxprof_processed_profile::{CategoryColor, Profile};
+use serde_json::Value;
 
 use crate::analyse::WaitCategory;
+use crate::export::JsonItems;
 use crate::export::folded::off_cpu_frame;
 use crate::profile::{FrameKind, SampledProfile};
 
-/// The categories the export uses.
+/// The categories, by name, in the order they are registered.
+const USER: &str = "User";
+const KERNEL: &str = "Kernel";
+const PYTHON: &str = "Python";
+const OFF_CPU: &str = "Off-CPU";
+/// The crate's first category, which profmap's synthetic frames use.
+const OTHER: &str = "Other";
+
+/// Register the export's categories in `profile`: the three frame origins and Off-CPU
+/// with one subcategory per wait category.
+pub fn register_categories(profile: &mut Profile) {
+    profile.add_category(USER, CategoryColor::Yellow);
+    profile.add_category(KERNEL, CategoryColor::Orange);
+    profile.add_category(PYTHON, CategoryColor::Blue);
+    let off_cpu = profile.add_category(OFF_CPU, CategoryColor::LightBlue);
+    for c in WaitCategory::ALL {
+        profile.add_subcategory(off_cpu, c.key());
+    }
+}
+
+/// A frame's category and subcategory, as indices into `meta.categories` and its
+/// `subcategories`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Cat {
+    category: u32,
+    subcategory: u32,
+}
+
+/// The categories the export uses, as the profile's `meta.categories` numbers them.
 #[derive(Debug)]
 pub struct Categories {
-    /// Native user-space frames.
-    pub user: CategoryPairHandle,
-    /// Kernel frames.
-    pub kernel: CategoryPairHandle,
-    /// Python frames.
-    pub python: CategoryPairHandle,
-    /// profmap's synthetic frames.
-    pub other: CategoryPairHandle,
+    user: Cat,
+    kernel: Cat,
+    python: Cat,
+    other: Cat,
     /// The off-CPU category (markers use it too).
-    pub off_cpu: CategoryHandle,
+    pub off_cpu: u32,
     /// Per wait category (by `WaitCategory::index`): its subcategory of `off_cpu`.
-    pub waits: Vec<CategoryPairHandle>,
+    waits: Vec<Cat>,
 }
 
 impl Categories {
-    /// Register the categories in `profile`.
-    pub fn new(profile: &mut Profile) -> Categories {
-        let user = profile.add_category("User", CategoryColor::Yellow).into();
-        let kernel = profile.add_category("Kernel", CategoryColor::Orange).into();
-        let python = profile.add_category("Python", CategoryColor::Blue).into();
-        let off_cpu = profile.add_category("Off-CPU", CategoryColor::LightBlue);
+    /// The numbers of the registered categories in `meta` (the profile's serialized
+    /// `meta`); a category not found is the first one, `Other`.
+    pub fn of_meta(meta: &Value) -> Categories {
+        let list = meta["categories"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        let index = |name: &str| list.iter().position(|c| c["name"] == name).unwrap_or(0);
+        let cat = |name: &str| Cat {
+            category: index(name) as u32,
+            subcategory: 0,
+        };
+        let off = index(OFF_CPU);
+        let subs = list.get(off).and_then(|c| c["subcategories"].as_array());
         let waits = WaitCategory::ALL
             .iter()
-            .map(|c| profile.add_subcategory(off_cpu, c.key()))
+            .map(|c| Cat {
+                category: off as u32,
+                subcategory: (subs.and_then(|s| s.iter().position(|n| n == c.key()))).unwrap_or(0)
+                    as u32,
+            })
             .collect();
         Categories {
-            user,
-            kernel,
-            python,
-            other: CategoryHandle::OTHER.into(),
-            off_cpu,
+            user: cat(USER),
+            kernel: cat(KERNEL),
+            python: cat(PYTHON),
+            other: cat(OTHER),
+            off_cpu: off as u32,
             waits,
         }
     }
 
     /// The category of a frame of kind `k`.
-    fn of(&self, k: FrameKind) -> CategoryPairHandle {
+    fn of(&self, k: FrameKind) -> Cat {
         match k {
             FrameKind::User => self.user,
             FrameKind::Kernel => self.kernel,
@@ -72,11 +111,8 @@ impl Categories {
     }
 
     /// The subcategory of wait category `c`.
-    fn wait(&self, c: WaitCategory) -> CategoryPairHandle {
-        self.waits
-            .get(c.index())
-            .copied()
-            .unwrap_or(CategoryHandle::OTHER.into())
+    fn wait(&self, c: WaitCategory) -> Cat {
+        self.waits.get(c.index()).copied().unwrap_or(self.other)
     }
 }
 
@@ -91,95 +127,176 @@ pub fn label(function: &str, file: Option<&str>) -> String {
     }
 }
 
-/// Interns stacks per thread, each distinct (stack, off-CPU leaf) once.
+/// One thread's tables: strings, functions, frames and stacks.
 #[derive(Debug, Default)]
-pub struct Stacks {
-    /// Frame index → its label and category.
-    frames: HashMap<u32, (StringHandle, CategoryPairHandle)>,
-    /// (thread, leaf node, off-CPU category) → the interned stack.
-    stacks: HashMap<(ThreadHandle, Option<u32>, Option<WaitCategory>), Option<StackHandle>>,
+pub struct Tables {
+    strings: Vec<String>,
+    string_ids: HashMap<String, u32>,
+    /// Function → its name (a string).
+    funcs: Vec<u32>,
+    func_ids: HashMap<u32, u32>,
+    /// Frame → (function, category).
+    frames: Vec<(u32, Cat)>,
+    frame_ids: HashMap<(u32, Cat), u32>,
+    /// Stack → (prefix, frame).
+    stacks: Vec<(Option<u32>, u32)>,
+    stack_ids: HashMap<(Option<u32>, u32), u32>,
+    /// Recorded frame → its frame here (none when out of range).
+    recorded: HashMap<u32, Option<u32>>,
+    /// (leaf node, off-CPU category) → the stack.
+    by_leaf: HashMap<(Option<u32>, Option<WaitCategory>), u32>,
 }
 
-impl Stacks {
-    /// The stack of a sample of `thread` with leaf `leaf`; with `off_cpu`, ending in the
-    /// synthetic `[off-cpu: KEY]` frame. A sample without frames gets `[no stack]`.
-    pub fn intern(
+impl Tables {
+    /// The index of string `s` in the thread's `stringArray`.
+    pub fn string(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.string_ids.get(s) {
+            return i;
+        }
+        let i = self.strings.len() as u32;
+        self.strings.push(s.to_string());
+        self.string_ids.insert(s.to_string(), i);
+        i
+    }
+
+    /// The frame labelled `text` in category `cat`.
+    fn frame(&mut self, text: &str, cat: Cat) -> u32 {
+        let name = self.string(text);
+        let next = self.funcs.len() as u32;
+        let func = *self.func_ids.entry(name).or_insert(next);
+        if func == next {
+            self.funcs.push(name);
+        }
+        let next = self.frames.len() as u32;
+        let frame = *self.frame_ids.entry((func, cat)).or_insert(next);
+        if frame == next {
+            self.frames.push((func, cat));
+        }
+        frame
+    }
+
+    /// The frame of recorded frame `f` (none when out of range).
+    fn recorded_frame(&mut self, cats: &Categories, p: &SampledProfile, f: u32) -> Option<u32> {
+        if let Some(&x) = self.recorded.get(&f) {
+            return x;
+        }
+        let x = (p.frames.get(f as usize))
+            .map(|fr| self.frame(&label(&fr.function, fr.file.as_deref()), cats.of(fr.kind)));
+        self.recorded.insert(f, x);
+        x
+    }
+
+    /// The stack of a sample with leaf `leaf`; with `off_cpu`, ending in the synthetic
+    /// `[off-cpu: KEY]` frame. A sample without frames gets `[no stack]`.
+    pub fn stack(
         &mut self,
-        profile: &mut Profile,
         cats: &Categories,
         p: &SampledProfile,
-        thread: ThreadHandle,
         leaf: Option<u32>,
         off_cpu: Option<WaitCategory>,
-    ) -> Option<StackHandle> {
-        if let Some(s) = self.stacks.get(&(thread, leaf, off_cpu)) {
-            return *s;
+    ) -> u32 {
+        if let Some(&s) = self.by_leaf.get(&(leaf, off_cpu)) {
+            return s;
         }
-        let mut infos: Vec<FrameInfo> = self
-            .frame_ids(p, leaf)
-            .into_iter()
-            .filter_map(|f| self.frame(profile, cats, p, f))
+        let mut frames: Vec<u32> = (frame_ids(p, leaf).into_iter())
+            .filter_map(|f| self.recorded_frame(cats, p, f))
             .collect();
-        if infos.is_empty() {
-            infos.push(synthetic(profile, "[no stack]", cats.other));
+        if frames.is_empty() {
+            frames.push(self.frame("[no stack]", cats.other));
         }
         if let Some(c) = off_cpu {
-            infos.push(synthetic(profile, &off_cpu_frame(c), cats.wait(c)));
+            frames.push(self.frame(&off_cpu_frame(c), cats.wait(c)));
         }
-        let stack = profile.intern_stack_frames(thread, infos.into_iter());
-        self.stacks.insert((thread, leaf, off_cpu), stack);
-        stack
+        let mut prefix = None;
+        for frame in frames {
+            let next = self.stacks.len() as u32;
+            let s = *self.stack_ids.entry((prefix, frame)).or_insert(next);
+            if s == next {
+                self.stacks.push((prefix, frame));
+            }
+            prefix = Some(s);
+        }
+        // Never none: `frames` holds at least one frame.
+        let s = prefix.unwrap_or(0);
+        self.by_leaf.insert((leaf, off_cpu), s);
+        s
     }
 
-    /// Frame indices of the stack ending at `leaf`, root first.
-    fn frame_ids(&self, p: &SampledProfile, leaf: Option<u32>) -> Vec<u32> {
-        let mut out = Vec::new();
-        let mut cur = leaf;
-        while let Some(i) = cur {
-            let Some(node) = p.stacks.get(i as usize) else {
-                break;
-            };
-            if out.len() > p.stacks.len() {
-                break; // a cycle in a broken recording
-            }
-            out.push(node.frame);
-            cur = node.parent;
-        }
-        out.reverse();
-        out
-    }
-
-    /// The frame info of recorded frame `f` (None when out of range).
-    fn frame(
-        &mut self,
-        profile: &mut Profile,
-        cats: &Categories,
-        p: &SampledProfile,
-        f: u32,
-    ) -> Option<FrameInfo> {
-        let (name, category_pair) = match self.frames.get(&f) {
-            Some(x) => *x,
-            None => {
-                let fr = p.frames.get(f as usize)?;
-                let name = profile.intern_string(&label(&fr.function, fr.file.as_deref()));
-                let x = (name, cats.of(fr.kind));
-                self.frames.insert(f, x);
-                x
-            }
-        };
-        Some(FrameInfo {
-            frame: Frame::Label(name),
-            category_pair,
-            flags: FrameFlags::empty(),
-        })
+    /// Write the tables as the thread's `frameTable`, `funcTable`, `stackTable` and
+    /// `stringArray` entries (each followed by a comma).
+    pub fn write(&self, out: &mut impl Write) -> io::Result<()> {
+        let n = self.frames.len();
+        write!(out, "\"frameTable\":{{\"length\":{n},")?;
+        column(out, "address", (0..n).map(|_| -1i64))?;
+        column(out, "inlineDepth", (0..n).map(|_| 0u32))?;
+        column(out, "category", self.frames.iter().map(|f| f.1.category))?;
+        column(
+            out,
+            "subcategory",
+            self.frames.iter().map(|f| f.1.subcategory),
+        )?;
+        column(out, "func", self.frames.iter().map(|f| f.0))?;
+        column(out, "nativeSymbol", (0..n).map(|_| ()))?;
+        column(out, "innerWindowID", (0..n).map(|_| 0u32))?;
+        column(out, "line", (0..n).map(|_| ()))?;
+        last_column(out, "column", (0..n).map(|_| ()))?;
+        let n = self.funcs.len();
+        write!(out, "}},\"funcTable\":{{\"length\":{n},")?;
+        column(out, "name", self.funcs.iter().copied())?;
+        column(out, "isJS", (0..n).map(|_| false))?;
+        column(out, "relevantForJS", (0..n).map(|_| false))?;
+        column(out, "resource", (0..n).map(|_| -1i64))?;
+        column(out, "fileName", (0..n).map(|_| ()))?;
+        column(out, "lineNumber", (0..n).map(|_| ()))?;
+        last_column(out, "columnNumber", (0..n).map(|_| ()))?;
+        let n = self.stacks.len();
+        write!(out, "}},\"stackTable\":{{\"length\":{n},")?;
+        column(out, "prefix", self.stacks.iter().map(|s| s.0))?;
+        last_column(out, "frame", self.stacks.iter().map(|s| s.1))?;
+        out.write_all(b"},")?;
+        last_column(out, "stringArray", self.strings.iter())?;
+        out.write_all(b",")
     }
 }
 
-/// A synthetic label frame.
-fn synthetic(profile: &mut Profile, text: &str, category_pair: CategoryPairHandle) -> FrameInfo {
-    FrameInfo {
-        frame: Frame::Label(profile.intern_string(text)),
-        category_pair,
-        flags: FrameFlags::empty(),
+/// `"key":[v,...],` — one column of a table.
+pub fn column<T: serde::Serialize>(
+    out: &mut impl Write,
+    key: &str,
+    values: impl Iterator<Item = T>,
+) -> io::Result<()> {
+    last_column(out, key, values)?;
+    out.write_all(b",")
+}
+
+/// `"key":[v,...]` — the last column of a table (no comma after it).
+pub fn last_column<T: serde::Serialize>(
+    out: &mut impl Write,
+    key: &str,
+    values: impl Iterator<Item = T>,
+) -> io::Result<()> {
+    write!(out, "\"{key}\":[")?;
+    let mut items = JsonItems::default();
+    for v in values {
+        items.put(out, &v)?;
     }
+    out.write_all(b"]")
+}
+
+/// Frame indices of the stack ending at `leaf`, root first.
+fn frame_ids(p: &SampledProfile, leaf: Option<u32>) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut cur = leaf;
+    while let Some(i) = cur {
+        let Some(node) = p.stacks.get(i as usize) else {
+            break;
+        };
+        if out.len() > p.stacks.len() {
+            break; // a cycle in a broken recording
+        }
+        out.push(node.frame);
+        cur = node.parent;
+    }
+    out.reverse();
+    out
 }

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use super::build;
+use super::write_json;
 use crate::analyse::WaitCategory;
 use crate::export::Input;
 use crate::profile::{Recording, SampleKind, SampledProfile, SessionMeta, ThreadSample, WaitState};
@@ -50,7 +50,9 @@ fn export(p: SampledProfile, categories: Vec<WaitCategory>) -> serde_json::Value
         profile: Cow::Owned(p),
         categories: categories.into(),
     };
-    serde_json::to_value(build(&input)).unwrap()
+    let mut out = Vec::new();
+    write_json(&input, &mut out).unwrap();
+    serde_json::from_slice(&out).unwrap()
 }
 
 #[test]
@@ -94,4 +96,85 @@ fn labels_carry_the_source_file() {
         "work (app.c)"
     );
     assert_eq!(super::stacks::label("work", None), "work");
+}
+
+/// The frame names of stack `st` of thread `t`, root first.
+fn stack_names(t: &serde_json::Value, st: u64) -> Vec<String> {
+    let s = &t["stringArray"];
+    let (stacks, frames, funcs) = (&t["stackTable"], &t["frameTable"], &t["funcTable"]);
+    let mut out = Vec::new();
+    let mut cur = Some(st);
+    while let Some(i) = cur {
+        let f = stacks["frame"][i as usize].as_u64().unwrap() as usize;
+        let func = frames["func"][f].as_u64().unwrap() as usize;
+        let name = funcs["name"][func].as_u64().unwrap() as usize;
+        out.push(s[name].as_str().unwrap().to_string());
+        cur = stacks["prefix"][i as usize].as_u64();
+    }
+    out.reverse();
+    out
+}
+
+#[test]
+fn samples_are_in_time_order_and_markers_carry_their_blocked_stack() {
+    // Recorded in the order they ended: the off-CPU interval (2..5 ms) after the
+    // on-CPU tick at 6 ms, which it precedes in time.
+    let samples = vec![
+        sample(1_000_000, Some(1), 1_000_000, true),
+        sample(6_000_000, Some(0), 1_000_000, true),
+        sample(2_000_000, Some(1), 3_000_000, false),
+    ];
+    let cats = vec![WaitCategory::Cpu, WaitCategory::Cpu, WaitCategory::Lock];
+    let v = export(profile(samples), cats);
+    let t = &v["threads"][0];
+    let sm = &t["samples"];
+    assert_eq!(sm["length"], 3);
+    let deltas: Vec<f64> = (sm["timeDeltas"].as_array().unwrap().iter())
+        .map(|d| d.as_f64().unwrap())
+        .collect();
+    assert_eq!(deltas, vec![1.0, 1.0, 4.0]);
+    assert_eq!(sm["weight"], serde_json::json!([1, 3, 1]));
+    assert_eq!(sm["threadCPUDelta"], serde_json::json!([1000, 0, 1000]));
+    let stacks: Vec<Vec<String>> = (sm["stack"].as_array().unwrap().iter())
+        .map(|s| stack_names(t, s.as_u64().unwrap()))
+        .collect();
+    let f = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    assert_eq!(stacks[0], f(&["main (app.c)", "work (app.c)"]));
+    assert_eq!(
+        stacks[1],
+        f(&["main (app.c)", "work (app.c)", "[off-cpu: lock]"])
+    );
+    assert_eq!(stacks[2], f(&["main (app.c)"]));
+
+    let m = &t["markers"];
+    assert_eq!(m["length"], 1);
+    assert_eq!(m["startTime"], serde_json::json!([2.0]));
+    assert_eq!(m["endTime"], serde_json::json!([5.0]));
+    assert_eq!(m["phase"], serde_json::json!([1]));
+    let data = &m["data"][0];
+    assert_eq!(data["type"], "OffCpu");
+    let string = |k: &serde_json::Value| t["stringArray"][k.as_u64().unwrap() as usize].clone();
+    assert_eq!(string(&m["name"][0]), "lock");
+    assert_eq!(string(&data["class"]), "Lock");
+    assert_eq!(string(&data["state"]), "sleeping");
+    let cause = data["cause"]["stack"].as_u64().unwrap();
+    assert_eq!(stack_names(t, cause), f(&["main (app.c)", "work (app.c)"]));
+    // Every category a frame names exists in meta.
+    let n_cats = v["meta"]["categories"].as_array().unwrap().len() as u64;
+    let frame_cats = t["frameTable"]["category"].as_array().unwrap();
+    assert!(frame_cats.iter().all(|c| c.as_u64().unwrap() < n_cats));
+    assert_eq!(
+        v["meta"]["categories"][m["category"][0].as_u64().unwrap() as usize]["name"],
+        "Off-CPU"
+    );
+}
+
+#[test]
+fn a_profile_without_samples_is_a_valid_profile_with_its_tracks() {
+    let v = export(profile(Vec::new()), Vec::new());
+    let t = &v["threads"][0];
+    assert_eq!(t["samples"]["length"], 0);
+    assert_eq!(t["markers"]["length"], 0);
+    assert_eq!(t["stackTable"]["length"], 0);
+    assert_eq!(t["name"], "app");
 }
