@@ -21,7 +21,7 @@ use std::io::{self, Write};
 use fxprof_processed_profile::{CategoryColor, Profile};
 use serde_json::Value;
 
-use crate::analyse::WaitCategory;
+use crate::analyse::{FastMap, WaitCategory};
 use crate::export::JsonItems;
 use crate::export::folded::off_cpu_frame;
 use crate::profile::{FrameKind, SampledProfile};
@@ -144,7 +144,7 @@ pub struct Tables {
     /// Recorded frame → its frame here (none when out of range).
     recorded: HashMap<u32, Option<u32>>,
     /// (leaf node, off-CPU category) → the stack.
-    by_leaf: HashMap<(Option<u32>, Option<WaitCategory>), u32>,
+    by_leaf: FastMap<(Option<u32>, Option<WaitCategory>), u32>,
 }
 
 impl Tables {

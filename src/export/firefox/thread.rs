@@ -13,14 +13,13 @@
 //!   0) but keeps its marker.
 //! - On-CPU samples carry their period as CPU delta (µs), off-CPU ones 0.
 
-use std::collections::HashMap;
 use std::io::{self, Write};
 
 use serde_json::{Map, Value};
 
 use super::markers::{OffCpuData, state_name};
 use super::stacks::{Categories, Tables, column, last_column};
-use crate::analyse::WaitCategory;
+use crate::analyse::{FastMap, WaitCategory};
 use crate::export::Input;
 use crate::profile::{SampleKind, ThreadSample, WaitState};
 
@@ -94,7 +93,7 @@ impl Thread<'_> {
 
     /// The rows of the `samples` table, weights carried as the module doc says.
     fn rows(&self) -> impl Iterator<Item = Row<'_>> + '_ {
-        let mut carry: HashMap<(Option<u32>, bool), u64> = HashMap::new();
+        let mut carry: FastMap<(Option<u32>, bool), u64> = FastMap::default();
         self.each().filter_map(move |(i, s)| {
             let off = match s.kind {
                 SampleKind::OnCpu => None,
