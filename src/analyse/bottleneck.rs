@@ -398,13 +398,8 @@ fn kernel_detail(p: &SampledProfile, tree: &CallTree, c: &Candidate) -> Option<S
     let nodes: std::collections::HashSet<usize> = c.nodes.iter().copied().collect();
     let mut by_fn: HashMap<&str, u64> = HashMap::new();
     let mut cpu = 0u64;
-    for (i, s) in p.samples.iter().enumerate() {
-        if s.kind != SampleKind::OnCpu
-            || !tree
-                .sample_nodes
-                .get(i)
-                .is_some_and(|&n| nodes.contains(&(n as usize)))
-        {
+    for s in p.samples.iter() {
+        if s.kind != SampleKind::OnCpu || !tree.node_of(s).is_some_and(|n| nodes.contains(&n)) {
             continue;
         }
         cpu += s.weight_ns;

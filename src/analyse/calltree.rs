@@ -141,8 +141,9 @@ pub struct CallTree {
     pub critical: CriticalModel,
     /// Each sample's category, by index into `SampledProfile::samples`.
     pub sample_categories: Vec<WaitCategory>,
-    /// Each sample's deepest node (u32: one per sample; nodes are far fewer than 2^32).
-    pub sample_nodes: Vec<u32>,
+    /// (pid, tid, leaf stack) → the deepest node of such samples (see
+    /// [`CallTree::node_of`]): per distinct stack of a thread, not per sample.
+    sample_node: FastMap<(i32, i32, Option<u32>), usize>,
     /// What the samples waited on (index into `resources`; see `waited`).
     pub sample_resources: waited::SampleResources,
     /// Critical-path time charged to each sample of `sample_resources`, in its order,
@@ -321,6 +322,14 @@ fn is_main(f: &str) -> bool {
 }
 
 impl CallTree {
+    /// The deepest node of sample `s` (of the profile the tree was built from): its
+    /// thread's node for its stack.
+    pub fn node_of(&self, s: &ThreadSample) -> Option<usize> {
+        self.sample_node
+            .get(&(s.pid, s.tid, s.stack.get()))
+            .copied()
+    }
+
     /// Build the tree from every sample of `p`.
     pub fn build(p: &SampledProfile) -> CallTree {
         Builder::new(p).run()
@@ -518,13 +527,12 @@ impl<'a> Builder<'a> {
                 self.category(s.stack.get(), s.kind)
             })
             .collect();
-        let mut leaves = Vec::with_capacity(self.p.samples.len());
         let resources = waited::sample_resources(self.p, &cats);
         let roles = waited::Roles::of(self.p);
         for (i, s) in self.p.samples.iter().enumerate() {
             let cat = waited::category(self.p, i, cats[i], resources.get(i), &roles);
             cats[i] = cat;
-            leaves.push(self.add_sample(s, cat) as u32);
+            self.add_sample(s, cat);
         }
         // The critical path's charges go straight into the tree (and, for the samples
         // that waited on a resource, beside them): no table per sample.
@@ -532,8 +540,9 @@ impl<'a> Builder<'a> {
         let mut resource_crit_ns = vec![0; resources.len()];
         let walked = critical::critical_path(p, &|i| cats[i], &mut |c| {
             let i = c.sample as usize;
-            if let (Some(&leaf), Some(&cat)) = (leaves.get(i), cats.get(i)) {
-                self.add_crit(leaf as usize, c.ns, c.category.unwrap_or(cat));
+            let leaf = p.samples.get(i).and_then(|s| self.node_of(s));
+            if let (Some(leaf), Some(&cat)) = (leaf, cats.get(i)) {
+                self.add_crit(leaf, c.ns, c.category.unwrap_or(cat));
             }
             if let Some(k) = resources.position(i) {
                 resource_crit_ns[k] += c.ns;
@@ -547,8 +556,10 @@ impl<'a> Builder<'a> {
                     !explained_categories(children).contains(&cat)
                 };
                 for (i, s) in p.samples.iter().enumerate() {
-                    if unexplained(&self.groups, s, cats[i]) {
-                        self.add_crit(leaves[i] as usize, s.weight_ns, cats[i]);
+                    if unexplained(&self.groups, s, cats[i])
+                        && let Some(leaf) = self.node_of(s)
+                    {
+                        self.add_crit(leaf, s.weight_ns, cats[i]);
                     }
                 }
                 for (k, (i, _)) in resources.iter().enumerate() {
@@ -567,11 +578,18 @@ impl<'a> Builder<'a> {
             groups: self.groups,
             critical,
             sample_categories: cats,
-            sample_nodes: leaves,
+            sample_node: self.sample_node,
             sample_resources: resources,
             resource_crit_ns,
             roles,
         }
+    }
+
+    /// The deepest node of sample `s`, once [`Builder::add_sample`] has added it.
+    fn node_of(&self, s: &ThreadSample) -> Option<usize> {
+        self.sample_node
+            .get(&(s.pid, s.tid, s.stack.get()))
+            .copied()
     }
 
     /// Add one sample's thread time along its stack; returns its deepest node.

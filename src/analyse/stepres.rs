@@ -69,13 +69,16 @@ pub(crate) fn fill(
     };
     let crits = tree.resource_crit_ns.iter().copied();
     for ((i, r), crit) in tree.sample_resources.iter().zip(crits) {
-        let (Some(s), Some(&leaf)) = (p.samples.get(i), tree.sample_nodes.get(i)) else {
+        let Some(s) = p.samples.get(i) else {
+            continue;
+        };
+        let Some(leaf) = tree.node_of(s) else {
             continue;
         };
         let Some(&row) = row_of.get(r as usize).and_then(Option::as_ref) else {
             continue;
         };
-        add(leaf as usize, row, &|a: &mut Agg| {
+        add(leaf, row, &|a: &mut Agg| {
             a.intervals += 1;
             a.blocked_ns += s.weight_ns;
             a.crit_ns += crit;
@@ -92,7 +95,7 @@ pub(crate) fn fill(
         };
         for (k, turn) in t.turns.iter().enumerate() {
             let Some(leaf) = sample_at(&by_thread, turn.tid, turn.time_ns)
-                .and_then(|i| tree.sample_nodes.get(i).copied())
+                .and_then(|i| tree.node_of(p.samples.get(i)?))
             else {
                 continue;
             };
@@ -102,7 +105,7 @@ pub(crate) fn fill(
                 .map(|r| r.kind);
             let new_connection = k == 0 && super::resources::opened(t, kind);
             let (http, db) = uses.get(row).map_or((false, false), |u| client_kind(t, u));
-            add(leaf as usize, row, &|a: &mut Agg| {
+            add(leaf, row, &|a: &mut Agg| {
                 a.round_trips += 1;
                 a.connections += u64::from(new_connection);
                 a.http_round_trips += u64::from(http);
