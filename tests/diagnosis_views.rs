@@ -110,7 +110,7 @@ fn client_of(peers: &[(u16, u32, u32)]) -> SampledProfile {
                 sample: p.samples.len() as u32,
                 fd: Some(5),
                 arg0: 5,
-                resource: Some(first + i % connections),
+                resource: Some(first + i % connections).into(),
             });
             p.samples.push(ThreadSample {
                 pid: PID,

@@ -143,7 +143,7 @@ fn apply(rec: &mut Recording, d: &Damage) {
                 sample,
                 fd: Some(3),
                 arg0: 3,
-                resource,
+                resource: resource.into(),
             });
         }
         Damage::Socket(resource, round_trips, turns) => {

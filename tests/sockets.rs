@@ -197,6 +197,7 @@ fn without_socket_evidence_the_waits_still_name_the_socket() {
     );
     let named = p.waits.iter().filter(|w| {
         w.resource
+            .get()
             .and_then(|r| p.resources.get(r as usize))
             .is_some_and(|r| r.name == path_s)
     });
@@ -337,6 +338,7 @@ time.sleep(0.3)
     let on = |w: &&profmap::profile::WaitOn,
               named: &dyn Fn(&profmap::profile::Resource) -> bool| {
         w.resource
+            .get()
             .and_then(|r| p.resources.get(r as usize))
             .is_some_and(named)
     };

@@ -25,7 +25,7 @@ fn waited_on(p: &SampledProfile, min_ms: u64) -> Vec<(&Resource, u64)> {
     for w in &p.waits {
         let s = &p.samples[w.sample as usize];
         assert!(matches!(s.kind, SampleKind::OffCpu { .. }));
-        let Some(r) = w.resource.map(|r| &p.resources[r as usize]) else {
+        let Some(r) = w.resource.get().map(|r| &p.resources[r as usize]) else {
             continue;
         };
         match out.iter_mut().find(|(x, _)| *x == r) {
@@ -139,7 +139,7 @@ fn a_poll_set_kept_on_the_heap_names_the_listening_socket() {
         .waits
         .iter()
         .filter(|w| p.samples[w.sample as usize].weight_ns > 40_000_000)
-        .filter_map(|w| w.resource.map(|r| &p.resources[r as usize]))
+        .filter_map(|w| w.resource.get().map(|r| &p.resources[r as usize]))
         .filter(|r| r.kind == ResourceKind::SocketTcp && r.peer.is_none())
         .collect();
     assert!(polled.len() >= 4, "{:?} {:?}", p.waits, p.resources);
@@ -170,7 +170,7 @@ fn a_poll_on_a_socket_kept_on_the_stack_waits_on_the_socket() {
         .waits
         .iter()
         .filter(|w| p.samples[w.sample as usize].weight_ns > 20_000_000)
-        .filter_map(|w| w.resource.map(|r| &p.resources[r as usize]))
+        .filter_map(|w| w.resource.get().map(|r| &p.resources[r as usize]))
         .filter(|r| r.kind == ResourceKind::SocketUnix)
         .collect();
     assert!(polled.len() >= 4, "{:?}", p.waits);

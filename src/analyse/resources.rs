@@ -413,7 +413,7 @@ mod tests {
             sample,
             fd: Some(3),
             arg0: 3,
-            resource,
+            resource: resource.into(),
         }
     }
 

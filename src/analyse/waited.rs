@@ -134,7 +134,7 @@ impl SampleResources {
 pub fn sample_resources(p: &SampledProfile, cats: &[WaitCategory]) -> SampleResources {
     let valid = |i: u32, r: u32| (i as usize) < p.samples.len() && (r as usize) < p.resources.len();
     let mut named: Vec<(u32, u32)> = (p.waits.iter())
-        .filter_map(|w| w.resource.map(|r| (w.sample, r)))
+        .filter_map(|w| w.resource.get().map(|r| (w.sample, r)))
         .filter(|&(i, r)| valid(i, r))
         .collect();
     // Ascending by sample; of two entries for one sample the later one counts.

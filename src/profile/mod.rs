@@ -38,7 +38,7 @@ pub use python::{
     is_interpreter_frame,
 };
 pub use sampled::{
-    CAPTURED_OUTPUT, FileReads, Frame, FrameKind, Leaf, MAX_TURNS_PER_SOCKET, ModuleInfo,
+    CAPTURED_OUTPUT, FileReads, Frame, FrameKind, Leaf, MAX_TURNS_PER_SOCKET, ModuleInfo, OptIndex,
     ProcessInfo, Protocol, Resource, ResourceKind, SampleKind, SampleQuality, SampledProfile,
     SocketTraffic, StackNode, ThreadInfo, ThreadSample, Turn, WaitOn, WaitState, Waker, unaliased,
 };

@@ -207,8 +207,8 @@ pub struct WaitOn {
     /// The raw first argument register (DI on x86_64).
     pub arg0: u64,
     /// Index into `resources`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource: Option<u32>,
+    #[serde(default, skip_serializing_if = "OptIndex::is_none")]
+    pub resource: OptIndex,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -318,69 +318,79 @@ pub struct ThreadSample {
     pub kind: SampleKind,
 }
 
-/// A sample's leaf node in `stacks`, or none: an `Option<u32>` held in 4 bytes instead
-/// of 8 (the node index plus one, so that "none" is the zero a `NonZeroU32` leaves
-/// free). With it a sample is 32 bytes, not 40 — at millions of samples the largest
-/// block of memory. Written and read as the `Option<u32>` it stands for.
+/// An index, or none: an `Option<u32>` held in 4 bytes instead of 8 (the index plus
+/// one, so that "none" is the zero a `NonZeroU32` leaves free). Written and read as the
+/// `Option<u32>` it stands for; `u32::MAX` cannot be held. A sample's stack is one
+/// ([`Leaf`]: with it a sample is 32 bytes, not 40 — at millions of samples the largest
+/// block of memory), a blocked call's resource another (a [`WaitOn`] is 24 bytes, not 32).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct Leaf(Option<NonZeroU32>);
+pub struct OptIndex(Option<NonZeroU32>);
 
-impl Leaf {
-    /// No stack.
-    pub const NONE: Leaf = Leaf(None);
+/// A sample's leaf node in `stacks`, or none.
+pub type Leaf = OptIndex;
 
-    /// The leaf node `node`, or none. `u32::MAX` cannot be held and reads as none (no
-    /// profile holds that many nodes; readers of recordings use [`Leaf::exact`]).
-    pub const fn new(node: Option<u32>) -> Leaf {
-        match Leaf::exact(node) {
+impl OptIndex {
+    /// None.
+    pub const NONE: OptIndex = OptIndex(None);
+
+    /// Index `i`, or none. `u32::MAX` cannot be held and reads as none (no profile
+    /// holds that many nodes or resources; readers of recordings use
+    /// [`OptIndex::exact`]).
+    pub const fn new(i: Option<u32>) -> OptIndex {
+        match OptIndex::exact(i) {
             Some(l) => l,
-            None => Leaf(None),
+            None => OptIndex(None),
         }
     }
 
-    /// The leaf node `node`, or none; `None` for `u32::MAX`, which cannot be held.
-    pub const fn exact(node: Option<u32>) -> Option<Leaf> {
-        match node {
+    /// Index `i`, or none; `None` for `u32::MAX`, which cannot be held.
+    pub const fn exact(i: Option<u32>) -> Option<OptIndex> {
+        match i {
             Some(n) => match n.checked_add(1) {
-                Some(n1) => Some(Leaf(NonZeroU32::new(n1))),
+                Some(n1) => Some(OptIndex(NonZeroU32::new(n1))),
                 None => None,
             },
-            None => Some(Leaf(None)),
+            None => Some(OptIndex(None)),
         }
     }
 
-    /// The leaf node, when there is one.
+    /// The index, when there is one.
     pub const fn get(self) -> Option<u32> {
         match self.0 {
             Some(n) => Some(n.get() - 1),
             None => None,
         }
     }
-}
 
-impl From<Option<u32>> for Leaf {
-    fn from(node: Option<u32>) -> Leaf {
-        Leaf::new(node)
+    /// Whether there is none.
+    pub const fn is_none(&self) -> bool {
+        self.0.is_none()
     }
 }
 
-impl std::fmt::Debug for Leaf {
+impl From<Option<u32>> for OptIndex {
+    fn from(i: Option<u32>) -> OptIndex {
+        OptIndex::new(i)
+    }
+}
+
+impl std::fmt::Debug for OptIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.get().fmt(f)
     }
 }
 
-impl Serialize for Leaf {
+impl Serialize for OptIndex {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         self.get().serialize(s)
     }
 }
 
-impl<'de> Deserialize<'de> for Leaf {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Leaf, D::Error> {
-        let node = Option::<u32>::deserialize(d)?;
-        Leaf::exact(node)
-            .ok_or_else(|| serde::de::Error::custom("stack index 4294967295 is out of range"))
+impl<'de> Deserialize<'de> for OptIndex {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<OptIndex, D::Error> {
+        let i = Option::<u32>::deserialize(d)?;
+        OptIndex::exact(i)
+            .ok_or_else(|| serde::de::Error::custom("index 4294967295 is out of range"))
     }
 }
 

@@ -4,14 +4,18 @@
 //! Why a side table: most samples are on-CPU ticks without a waker, and an
 //! `Option<Waker>` in every sample made each 64 bytes instead of 40 — at millions of
 //! samples, the largest single block of `report`'s memory. A row of the side table is
-//! 24 bytes (an `(u32, Waker)` took 32: the waker's optional stack alone is 8 there).
+//! 16 bytes: the sample's index, the wake-up's time, and the waking thread with its
+//! stack as an index into a table of the distinct (pid, tid, stack) that woke anything
+//! (an `(u32, Waker)` took 32; the waker inline, 24).
 //! The recording's formats are unchanged: a sample's waker travels with it (the `waker`
 //! field of a JSON sample, the waker column of a block), see [`Woken`].
 //!
-//! Invariants: `wakers` is ascending by sample index, each index below `list.len()`, at
-//! most one per sample. Every method that adds or removes samples keeps it so; the
+//! Invariants: `wakers.rows` is ascending by sample index, each index below
+//! `list.len()`, at most one per sample; each row's `who` is below `wakers.who.len()`,
+//! and `wakers.who_ids` maps each entry of `who` to its index. Every method that adds or removes samples keeps it so; the
 //! samples can be changed in place (`iter_mut`, `IndexMut`) but not reordered.
 
+use std::collections::HashMap;
 use std::ops::{Deref, Index, IndexMut};
 use std::slice::SliceIndex;
 
@@ -20,46 +24,95 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::{Leaf, SampleKind, ThreadSample, Waker};
 
 /// The samples of a deep profile, in the order recorded, with their wakers.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct Samples {
     list: Vec<ThreadSample>,
-    /// The wake-ups that ended samples, ascending by sample index.
-    wakers: Vec<Wake>,
+    /// The wake-ups that ended samples.
+    wakers: WakerTable,
 }
 
-/// A row of the wakers table: the index of the sample a [`Waker`] ended, and the waker.
+/// Equal samples with equal wakers (however the wakers' table is numbered).
+impl PartialEq for Samples {
+    fn eq(&self, other: &Samples) -> bool {
+        self.list == other.list && self.wakers().eq(other.wakers())
+    }
+}
+
+/// A row of the wakers table: the index of the sample a [`Waker`] ended, the waking
+/// thread and stack (an index into [`WakerTable::who`]), and the wake-up's time.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Wake {
     sample: u32,
-    stack: Leaf,
-    pid: i32,
-    tid: i32,
+    who: u32,
     time_ns: u64,
 }
 
 impl Wake {
-    /// A waker's stack index that cannot be held (`u32::MAX`) reads as none.
-    fn new(sample: u32, w: Waker) -> Wake {
-        Wake {
-            sample,
-            stack: Leaf::new(w.stack),
+    fn index(&self) -> usize {
+        self.sample as usize
+    }
+}
+
+/// A waking thread with its stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Who {
+    pid: i32,
+    tid: i32,
+    stack: Leaf,
+}
+
+/// The wake-ups, ascending by sample index, their wakers interned.
+#[derive(Debug, Clone, Default)]
+struct WakerTable {
+    rows: Vec<Wake>,
+    /// The distinct wakers.
+    who: Vec<Who>,
+    who_ids: HashMap<Who, u32, foldhash::fast::RandomState>,
+}
+
+impl WakerTable {
+    /// The row of waker `w` for sample `sample`, its waker interned. A waker's stack
+    /// index that cannot be held (`u32::MAX`) reads as none.
+    fn row(&mut self, sample: u32, w: Waker) -> Wake {
+        let who = Who {
             pid: w.pid,
             tid: w.tid,
+            stack: Leaf::new(w.stack),
+        };
+        let next = self.who.len() as u32;
+        let id = *self.who_ids.entry(who).or_insert(next);
+        if id == next {
+            self.who.push(who);
+        }
+        Wake {
+            sample,
+            who: id,
             time_ns: w.time_ns,
         }
     }
 
-    fn waker(&self) -> Waker {
+    /// The waker of row `r`.
+    fn waker(&self, r: &Wake) -> Waker {
+        let who = self.who.get(r.who as usize).copied().unwrap_or(Who {
+            pid: 0,
+            tid: 0,
+            stack: Leaf::NONE,
+        });
         Waker {
-            pid: self.pid,
-            tid: self.tid,
-            time_ns: self.time_ns,
-            stack: self.stack.get(),
+            pid: who.pid,
+            tid: who.tid,
+            time_ns: r.time_ns,
+            stack: who.stack.get(),
         }
     }
 
-    fn index(&self) -> usize {
-        self.sample as usize
+    /// The same wakers with no rows.
+    fn without_rows(&self) -> WakerTable {
+        WakerTable {
+            rows: Vec::new(),
+            who: self.who.clone(),
+            who_ids: self.who_ids.clone(),
+        }
     }
 }
 
@@ -129,7 +182,8 @@ impl Samples {
     pub fn push_woken(&mut self, s: ThreadSample, waker: Option<Waker>) {
         if let Some(w) = waker {
             // Indices fit: a recording holds at most `validate::MAX_SAMPLES` (50 M).
-            self.wakers.push(Wake::new(self.list.len() as u32, w));
+            let row = self.wakers.row(self.list.len() as u32, w);
+            self.wakers.rows.push(row);
         }
         self.list.push(s);
     }
@@ -143,14 +197,19 @@ impl Samples {
     /// recorded: a 4-byte handle for [`Samples::waker_at`], for tables that would
     /// otherwise copy the waker beside each sample.
     pub fn waker_row(&self, i: usize) -> Option<u32> {
-        let k = self.wakers.binary_search_by_key(&i, Wake::index).ok()?;
+        let k = self
+            .wakers
+            .rows
+            .binary_search_by_key(&i, Wake::index)
+            .ok()?;
         // Below the sample count, which fits a u32 (see `push_woken`).
         Some(k as u32)
     }
 
     /// The wake-up of a row [`Samples::waker_row`] gave; `None` past the table's end.
     pub fn waker_at(&self, row: u32) -> Option<Waker> {
-        self.wakers.get(row as usize).map(Wake::waker)
+        let r = self.wakers.rows.get(row as usize)?;
+        Some(self.wakers.waker(r))
     }
 
     /// Set or clear the wake-up that ended sample `i` (nothing when there is no such
@@ -159,25 +218,32 @@ impl Samples {
         if i >= self.list.len() {
             return;
         }
-        match (self.wakers.binary_search_by_key(&i, Wake::index), waker) {
-            (Ok(k), Some(w)) => self.wakers[k] = Wake::new(i as u32, w),
+        let t = &mut self.wakers;
+        match (t.rows.binary_search_by_key(&i, Wake::index), waker) {
+            (Ok(k), Some(w)) => t.rows[k] = t.row(i as u32, w),
             (Ok(k), None) => {
-                self.wakers.remove(k);
+                t.rows.remove(k);
             }
-            (Err(k), Some(w)) => self.wakers.insert(k, Wake::new(i as u32, w)),
+            (Err(k), Some(w)) => {
+                let row = t.row(i as u32, w);
+                t.rows.insert(k, row);
+            }
             (Err(_), None) => {}
         }
     }
 
     /// Every recorded wake-up with its sample's index, ascending.
     pub fn wakers(&self) -> impl ExactSizeIterator<Item = (u32, Waker)> + '_ {
-        self.wakers.iter().map(|w| (w.sample, w.waker()))
+        (self.wakers.rows.iter()).map(|w| (w.sample, self.wakers.waker(w)))
     }
 
     /// Change every recorded wake-up with `f` (their samples stay the same).
     pub fn map_wakers(&mut self, mut f: impl FnMut(Waker) -> Waker) {
-        for w in &mut self.wakers {
-            *w = Wake::new(w.sample, f(w.waker()));
+        let old = std::mem::take(&mut self.wakers);
+        self.wakers.rows.reserve_exact(old.rows.len());
+        for r in &old.rows {
+            let row = self.wakers.row(r.sample, f(old.waker(r)));
+            self.wakers.rows.push(row);
         }
     }
 
@@ -188,21 +254,28 @@ impl Samples {
 
     /// Each sample with its waker, in order.
     pub fn iter_woken(&self) -> impl Iterator<Item = Woken> + '_ {
-        let mut next = self.wakers.iter().peekable();
+        let mut next = self.wakers.rows.iter().peekable();
         self.list.iter().enumerate().map(move |(i, s)| {
-            let w = next.next_if(|w| w.index() == i).map(Wake::waker);
+            let w = next
+                .next_if(|w| w.index() == i)
+                .map(|r| self.wakers.waker(r));
             (*s, w)
         })
     }
 
     /// Samples `range` with their wakers, in order.
     pub fn woken_range(&self, range: std::ops::Range<usize>) -> Vec<Woken> {
-        let from = self.wakers.partition_point(|w| w.index() < range.start);
-        let mut next = self.wakers[from..].iter().peekable();
+        let from = self
+            .wakers
+            .rows
+            .partition_point(|w| w.index() < range.start);
+        let mut next = self.wakers.rows[from..].iter().peekable();
         let mut out = Vec::with_capacity(range.len());
         for i in range {
             let Some(s) = self.list.get(i) else { break };
-            let w = next.next_if(|w| w.index() == i).map(Wake::waker);
+            let w = next
+                .next_if(|w| w.index() == i)
+                .map(|r| self.wakers.waker(r));
             out.push((*s, w));
         }
         out
@@ -218,7 +291,7 @@ impl Samples {
             kept.new_index(i - 1).is_some()
         });
         // Collected in place (the same allocation).
-        self.wakers = (std::mem::take(&mut self.wakers).into_iter())
+        self.wakers.rows = (std::mem::take(&mut self.wakers.rows).into_iter())
             .filter_map(|e| kept.renumbered_wake(e))
             .collect();
         kept
@@ -231,7 +304,7 @@ impl Samples {
         let kept = Kept::of(&self.list, keep);
         let mut out = Samples {
             list: Vec::with_capacity(kept.count()),
-            wakers: Vec::new(),
+            wakers: self.wakers.without_rows(),
         };
         out.list.extend(
             self.list
@@ -241,9 +314,13 @@ impl Samples {
                 .map(|(_, s)| *s),
         );
         // At most as many as there were (grown by doubling they could take twice that).
-        out.wakers.reserve_exact(self.wakers.len());
-        out.wakers
-            .extend(self.wakers.iter().filter_map(|&e| kept.renumbered_wake(e)));
+        out.wakers.rows.reserve_exact(self.wakers.rows.len());
+        (out.wakers.rows).extend(
+            self.wakers
+                .rows
+                .iter()
+                .filter_map(|&e| kept.renumbered_wake(e)),
+        );
         (out, kept)
     }
 
@@ -269,10 +346,10 @@ impl Samples {
                 new_of.swap(i, j);
             }
         }
-        for w in &mut self.wakers {
+        for w in &mut self.wakers.rows {
             w.sample = kept[w.index()];
         }
-        self.wakers.sort_by_key(|w| w.sample);
+        self.wakers.rows.sort_by_key(|w| w.sample);
         kept
     }
 
@@ -280,17 +357,17 @@ impl Samples {
     pub fn append(&mut self, other: Samples) {
         let base = self.list.len() as u32;
         self.list.extend(other.list);
-        self.wakers.extend(other.wakers.into_iter().map(|w| Wake {
-            sample: base + w.sample,
-            ..w
-        }));
+        for r in &other.wakers.rows {
+            let row = self.wakers.row(base + r.sample, other.wakers.waker(r));
+            self.wakers.rows.push(row);
+        }
     }
 
     /// Keep the first `n` samples.
     pub fn truncate(&mut self, n: usize) {
         self.list.truncate(n);
-        let keep = self.wakers.partition_point(|w| w.index() < n);
-        self.wakers.truncate(keep);
+        let keep = self.wakers.rows.partition_point(|w| w.index() < n);
+        self.wakers.rows.truncate(keep);
     }
 
     /// Room for `n` more samples.
@@ -301,7 +378,7 @@ impl Samples {
     /// Give back the memory a growing list kept spare.
     pub fn shrink_to_fit(&mut self) {
         self.list.shrink_to_fit();
-        self.wakers.shrink_to_fit();
+        self.wakers.rows.shrink_to_fit();
     }
 }
 
@@ -346,7 +423,7 @@ impl From<Vec<ThreadSample>> for Samples {
     fn from(list: Vec<ThreadSample>) -> Self {
         Samples {
             list,
-            wakers: Vec::new(),
+            wakers: WakerTable::default(),
         }
     }
 }
@@ -588,6 +665,55 @@ mod tests {
         // The reason for the side table (see the module doc) and for `Leaf`; a field
         // added to `ThreadSample` shows here.
         assert_eq!(std::mem::size_of::<ThreadSample>(), 32);
+        assert_eq!(std::mem::size_of::<Wake>(), 16);
+        assert_eq!(std::mem::size_of::<super::super::WaitOn>(), 24);
+    }
+
+    #[test]
+    fn wakers_are_interned_and_survive_append_map_and_set() {
+        let s = |t: u64| ThreadSample {
+            pid: 1,
+            tid: 1,
+            time_ns: t,
+            stack: None.into(),
+            weight_ns: 1,
+            kind: SampleKind::OnCpu,
+        };
+        let by = |tid: i32, t: u64| Waker {
+            pid: 1,
+            tid,
+            time_ns: t,
+            stack: Some(3),
+        };
+        let mut a: Samples = [
+            (s(0), Some(by(2, 10))),
+            (s(1), Some(by(2, 11))),
+            (s(2), None),
+        ]
+        .into_iter()
+        .collect();
+        // Two rows, one distinct waker.
+        assert_eq!((a.wakers.rows.len(), a.wakers.who.len()), (2, 1));
+        let b: Samples = [(s(3), Some(by(5, 12))), (s(4), Some(by(2, 13)))]
+            .into_iter()
+            .collect();
+        a.append(b);
+        assert_eq!(a.wakers.who.len(), 2);
+        let want = [
+            (0, by(2, 10)),
+            (1, by(2, 11)),
+            (3, by(5, 12)),
+            (4, by(2, 13)),
+        ];
+        assert_eq!(a.wakers().collect::<Vec<_>>(), want);
+        a.set_waker(2, Some(by(7, 14)));
+        assert_eq!(a.waker(2), Some(by(7, 14)));
+        a.map_wakers(|w| Waker { tid: 9, ..w });
+        assert!(a.wakers().all(|(_, w)| w.tid == 9));
+        assert_eq!(a.wakers.who.len(), 1);
+        // Equality does not depend on how the table is numbered.
+        let c: Samples = a.iter_woken().collect();
+        assert_eq!(a, c);
     }
 
     #[test]

@@ -308,7 +308,7 @@ fn waits(s: &SampledProfile) -> Result<(), String> {
             ));
         }
         prev = Some(w.sample);
-        if let Some(r) = w.resource
+        if let Some(r) = w.resource.get()
             && r as usize >= resources
         {
             return Err(format!(

@@ -204,7 +204,7 @@ pub fn attach_waits(p: &mut SampledProfile, raw: &[(u32, RawWait)]) {
             sample: i,
             fd,
             arg0: w.arg0,
-            resource,
+            resource: resource.into(),
         });
     }
     for i in 0..p.sockets.len() {
@@ -354,9 +354,12 @@ mod tests {
         );
         assert_eq!(p.resources, vec![res("pipe:[7]")]);
         assert_eq!(p.waits.len(), 2);
-        assert_eq!((p.waits[0].fd, p.waits[0].resource), (Some(4), Some(0)));
+        assert_eq!(
+            (p.waits[0].fd, p.waits[0].resource.get()),
+            (Some(4), Some(0))
+        );
         assert_eq!((p.waits[1].sample, p.waits[1].fd), (1, None));
-        assert_eq!((p.waits[1].arg0, p.waits[1].resource), (0x7f00, None));
+        assert_eq!((p.waits[1].arg0, p.waits[1].resource.get()), (0x7f00, None));
     }
 
     /// A switch-out with only its user leaf (no copy of its stack): the wrapper names the
@@ -386,7 +389,10 @@ mod tests {
         attach_waits(&mut p, &[(0, raw), (1, raw)]);
         assert_eq!(p.waits.len(), 1, "{:?}", p.waits);
         assert_eq!(p.waits[0].sample, 0);
-        assert_eq!((p.waits[0].fd, p.waits[0].resource), (Some(5), Some(0)));
+        assert_eq!(
+            (p.waits[0].fd, p.waits[0].resource.get()),
+            (Some(5), Some(0))
+        );
         assert_eq!(p.resources, vec![file]);
     }
 

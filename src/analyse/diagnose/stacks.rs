@@ -34,7 +34,10 @@ pub(super) fn syncs(p: &SampledProfile) -> Vec<SyncFact> {
             continue;
         };
         // A descriptor the sampler could not resolve is still named by its number.
-        let name = match (w.resource.and_then(|i| p.resources.get(i as usize)), w.fd) {
+        let name = match (
+            w.resource.get().and_then(|i| p.resources.get(i as usize)),
+            w.fd,
+        ) {
             (Some(r), _) => r.name.clone(),
             (None, Some(fd)) => format!("descriptor {fd} of pid {} (unresolved)", s.pid),
             (None, None) => continue,

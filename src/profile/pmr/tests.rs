@@ -54,7 +54,7 @@ fn recording(n: usize) -> Recording {
                 sample: i as u32,
                 fd: Some(3 + (i % 7) as i32),
                 arg0: 3,
-                resource: (i % 60 == 0).then_some(0),
+                resource: (i % 60 == 0).then_some(0).into(),
             })
             .collect(),
         samples: samples.into(),

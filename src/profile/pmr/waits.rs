@@ -22,7 +22,7 @@
 //! ascending (so at most one per sample); any malformation is an error naming the column.
 
 use super::columns::{self, Reader, put_u};
-use crate::profile::WaitOn;
+use crate::profile::{OptIndex, WaitOn};
 
 /// Column names, in their order in a chunk (for error messages).
 const COLUMNS: [&str; 4] = ["wait sample", "wait fd", "wait arg0", "wait resource"];
@@ -37,7 +37,7 @@ pub fn encode(waits: &[WaitOn], first: u32) -> Vec<u8> {
         last = w.sample;
         put_u(fd, w.fd.map_or(0, |f| columns::zigzag(i64::from(f)) + 1));
         put_u(arg0, w.arg0);
-        put_u(resource, w.resource.map_or(0, |r| u64::from(r) + 1));
+        put_u(resource, w.resource.get().map_or(0, |r| u64::from(r) + 1));
     }
     columns::join(waits.len(), &cols)
 }
@@ -79,7 +79,8 @@ pub fn decode(bytes: &[u8], first: u32, end: u32, out: &mut Vec<WaitOn>) -> Resu
             sample: next as u32,
             fd,
             arg0: arg0.u(COLUMNS[2])?,
-            resource,
+            resource: OptIndex::exact(resource)
+                .ok_or_else(|| "a wait's resource index is out of range".to_string())?,
         });
     }
     columns::all_read(&cols, &COLUMNS, n, "waits")?;
@@ -102,7 +103,9 @@ mod tests {
                     _ => Some(-1),
                 },
                 arg0: if i % 3 == 0 { u64::MAX } else { u64::from(i) },
-                resource: (i % 5 != 0).then_some(if i % 2 == 0 { u32::MAX - 1 } else { i }),
+                resource: (i % 5 != 0)
+                    .then_some(if i % 2 == 0 { u32::MAX - 1 } else { i })
+                    .into(),
             })
             .collect()
     }
