@@ -98,12 +98,16 @@ fn apply(rec: &mut Recording, d: &Damage) {
     let s = rec.sampled.as_mut().expect("sampled");
     let (n_samples, n_stacks, n_frames) = (s.samples.len(), s.stacks.len(), s.frames.len());
     match *d {
-        Damage::SampleStack(i, v) => s.samples[i % n_samples].stack = Some(v).into(),
+        Damage::SampleStack(i, v) => s
+            .samples
+            .update(i % n_samples, |x| x.stack = Some(v).into()),
         Damage::WakerStack(i, v) => {
-            let x = &mut s.samples[i % n_samples];
-            x.kind = SampleKind::OffCpu {
-                state: WaitState::Sleeping,
-            };
+            s.samples.update(i % n_samples, |x| {
+                x.kind = SampleKind::OffCpu {
+                    state: WaitState::Sleeping,
+                }
+            });
+            let x = s.samples.at(i % n_samples);
             let waker = Waker {
                 pid: x.pid,
                 tid: x.tid,
@@ -123,7 +127,7 @@ fn apply(rec: &mut Recording, d: &Damage) {
         Damage::ClearStacks => s.stacks.clear(),
         Damage::Figure(i, v) => set_figure(rec, i, v),
         Damage::Frequency(v) => s.frequency_hz = v,
-        Damage::Weight(i, v) => s.samples[i % n_samples].weight_ns = v,
+        Damage::Weight(i, v) => s.samples.update(i % n_samples, |x| x.weight_ns = v),
         Damage::LongName(i) if n_frames > 0 => {
             s.frames[i % n_frames].function = "x".repeat(70_000);
         }

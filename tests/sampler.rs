@@ -313,7 +313,7 @@ fn off_cpu_sleep_versus_compute() {
     let mut sleep_intervals = 0u64;
     let mut sleep_with_kernel = 0u64;
     let mut sleep_sleeping = 0u64;
-    for s in &prof.samples {
+    for s in prof.samples.iter() {
         let fr = names(&prof, s.stack.get());
         let in_compute = fr.iter().any(|f| f == "do_compute");
         let in_sleep = fr.iter().any(|f| f == "do_sleep");

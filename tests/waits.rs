@@ -23,7 +23,7 @@ fn profile(program: &str, args: &[&str]) -> SampledProfile {
 fn waited_on(p: &SampledProfile, min_ms: u64) -> Vec<(&Resource, u64)> {
     let mut out: Vec<(&Resource, u64)> = Vec::new();
     for w in &p.waits {
-        let s = &p.samples[w.sample as usize];
+        let s = &p.samples.at(w.sample as usize);
         assert!(matches!(s.kind, SampleKind::OffCpu { .. }));
         let Some(r) = w.resource.get().map(|r| &p.resources[r as usize]) else {
             continue;
@@ -99,7 +99,7 @@ fn an_fsync_writer_waits_on_its_file() {
         "no wait on {file_s}: {got:?}"
     );
     let fsync = p.waits.iter().filter(|w| {
-        let s = &p.samples[w.sample as usize];
+        let s = &p.samples.at(w.sample as usize);
         s.stack
             .get()
             .and_then(|l| profmap::sample::waiton::syscall_of_stack(&p, l))
@@ -138,7 +138,7 @@ fn a_poll_set_kept_on_the_heap_names_the_listening_socket() {
     let polled: Vec<&Resource> = p
         .waits
         .iter()
-        .filter(|w| p.samples[w.sample as usize].weight_ns > 40_000_000)
+        .filter(|w| p.samples.at(w.sample as usize).weight_ns > 40_000_000)
         .filter_map(|w| w.resource.get().map(|r| &p.resources[r as usize]))
         .filter(|r| r.kind == ResourceKind::SocketTcp && r.peer.is_none())
         .collect();
@@ -169,7 +169,7 @@ fn a_poll_on_a_socket_kept_on_the_stack_waits_on_the_socket() {
     let polled: Vec<_> = p
         .waits
         .iter()
-        .filter(|w| p.samples[w.sample as usize].weight_ns > 20_000_000)
+        .filter(|w| p.samples.at(w.sample as usize).weight_ns > 20_000_000)
         .filter_map(|w| w.resource.get().map(|r| &p.resources[r as usize]))
         .filter(|r| r.kind == ResourceKind::SocketUnix)
         .collect();

@@ -399,7 +399,7 @@ fn kernel_detail(p: &SampledProfile, tree: &CallTree, c: &Candidate) -> Option<S
     let mut by_fn: HashMap<&str, u64> = HashMap::new();
     let mut cpu = 0u64;
     for s in p.samples.iter() {
-        if s.kind != SampleKind::OnCpu || !tree.node_of(s).is_some_and(|n| nodes.contains(&n)) {
+        if s.kind != SampleKind::OnCpu || !tree.node_of(&s).is_some_and(|n| nodes.contains(&n)) {
             continue;
         }
         cpu += s.weight_ns;

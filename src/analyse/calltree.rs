@@ -244,7 +244,7 @@ impl ProcessGroups {
 /// Processes with more than one sampled thread.
 pub fn multi_threaded(p: &SampledProfile) -> BTreeSet<i32> {
     let mut tids: HashMap<i32, BTreeSet<i32>> = HashMap::new();
-    for s in &p.samples {
+    for s in p.samples.iter() {
         tids.entry(s.pid).or_default().insert(s.tid);
     }
     tids.into_iter()
@@ -523,7 +523,7 @@ impl<'a> Builder<'a> {
             .collect();
         let mut cats: Vec<WaitCategory> = (0..self.p.samples.len())
             .map(|i| {
-                let s = &self.p.samples[i];
+                let s = &self.p.samples.at(i);
                 self.category(s.stack.get(), s.kind)
             })
             .collect();
@@ -532,7 +532,7 @@ impl<'a> Builder<'a> {
         for (i, s) in self.p.samples.iter().enumerate() {
             let cat = waited::category(self.p, i, cats[i], resources.get(i), &roles);
             cats[i] = cat;
-            self.add_sample(s, cat);
+            self.add_sample(&s, cat);
         }
         // The critical path's charges go straight into the tree (and, for the samples
         // that waited on a resource, beside them): no table per sample.
@@ -540,7 +540,7 @@ impl<'a> Builder<'a> {
         let mut resource_crit_ns = vec![0; resources.len()];
         let walked = critical::critical_path(p, &|i| cats[i], &mut |c| {
             let i = c.sample as usize;
-            let leaf = p.samples.get(i).and_then(|s| self.node_of(s));
+            let leaf = p.samples.get(i).and_then(|s| self.node_of(&s));
             if let (Some(leaf), Some(&cat)) = (leaf, cats.get(i)) {
                 self.add_crit(leaf, c.ns, c.category.unwrap_or(cat));
             }
@@ -556,15 +556,15 @@ impl<'a> Builder<'a> {
                     !explained_categories(children).contains(&cat)
                 };
                 for (i, s) in p.samples.iter().enumerate() {
-                    if unexplained(&self.groups, s, cats[i])
-                        && let Some(leaf) = self.node_of(s)
+                    if unexplained(&self.groups, &s, cats[i])
+                        && let Some(leaf) = self.node_of(&s)
                     {
                         self.add_crit(leaf, s.weight_ns, cats[i]);
                     }
                 }
                 for (k, (i, _)) in resources.iter().enumerate() {
                     if let Some(s) = p.samples.get(i)
-                        && unexplained(&self.groups, s, cats[i])
+                        && unexplained(&self.groups, &s, cats[i])
                     {
                         resource_crit_ns[k] = s.weight_ns;
                     }

@@ -151,12 +151,12 @@ impl Off {
 
     /// When the interval began: its sample's time.
     fn start(&self, s: &Samples) -> u64 {
-        s[self.sample()].time_ns
+        s.at(self.sample()).time_ns
     }
 
     /// When the interval ended.
     fn end(&self, s: &Samples) -> u64 {
-        let x = &s[self.sample()];
+        let x = s.at(self.sample());
         x.time_ns.saturating_add(x.weight_ns)
     }
 
@@ -460,7 +460,7 @@ fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> Fa
         }
     }
     for l in lines.values_mut() {
-        l.on.sort_unstable_by_key(|&i| p.samples[i as usize].time_ns);
+        l.on.sort_unstable_by_key(|&i| p.samples.at(i as usize).time_ns);
         l.off.sort_unstable_by_key(|o| o.start(&p.samples));
     }
     lines
@@ -770,7 +770,7 @@ impl Walk<'_, '_> {
     /// not a wait ended by hardware (a sleep's timer, a disk), an uninterruptible one (a
     /// kernel lock, I/O) nor a preemption.
     fn retriable(&self, o: &Off) -> bool {
-        let sleeping = self.p.samples[o.sample()].kind
+        let sleeping = self.p.samples.at(o.sample()).kind
             == (SampleKind::OffCpu {
                 state: WaitState::Sleeping,
             });
@@ -781,7 +781,7 @@ impl Walk<'_, '_> {
     /// that is not the kernel's (the kernel's frames at a switch-out vary from one wait
     /// to the next: `futex_do_wait` or `__schedule` on top). Kept per stack.
     fn site(&mut self, i: usize) -> Option<u32> {
-        let leaf = self.p.samples[i].stack.get()?;
+        let leaf = self.p.samples.at(i).stack.get()?;
         if let Some(&site) = self.sites.get(&leaf) {
             return site;
         }
@@ -872,12 +872,15 @@ impl Walk<'_, '_> {
         let samples = &self.p.samples;
         let from = line
             .on
-            .partition_point(|&i| samples[i as usize].time_ns <= a);
+            .partition_point(|&i| samples.at(i as usize).time_ns <= a);
         for &i in &line.on[from..] {
             let i = i as usize;
             let (e, s) = (
-                samples[i].time_ns,
-                samples[i].time_ns.saturating_sub(samples[i].weight_ns),
+                samples.at(i).time_ns,
+                samples
+                    .at(i)
+                    .time_ns
+                    .saturating_sub(samples.at(i).weight_ns),
             );
             if s >= b {
                 break;
@@ -1074,7 +1077,7 @@ mod tests {
             let cat = |i: usize| {
                 if lock.contains(&i) {
                     WaitCategory::Lock
-                } else if self.0.samples[i].kind == SampleKind::OnCpu {
+                } else if self.0.samples.at(i).kind == SampleKind::OnCpu {
                     WaitCategory::Cpu
                 } else {
                     // A wait another thread ends (a pipe, a join): see the sleep test
@@ -1116,7 +1119,7 @@ mod tests {
     fn per_tid(p: &SampledProfile, cp: &Walked) -> HashMap<i32, u64> {
         let mut m: HashMap<i32, u64> = HashMap::new();
         for c in cp.credits() {
-            *m.entry(p.samples[c.sample as usize].tid).or_default() += c.ns;
+            *m.entry(p.samples.at(c.sample as usize).tid).or_default() += c.ns;
         }
         for u in &cp.unsampled {
             *m.entry(u.tid).or_default() += u.ns;
@@ -1164,8 +1167,11 @@ mod tests {
         assert_eq!(by.get(&2).copied(), Some(4 * MS));
         assert_eq!(by.get(&3).copied(), Some(5 * MS));
         // The producer's idle tail (off-CPU after its work) is on nobody's path.
-        assert!(cp.credits().all(|c| p.0.samples[c.sample as usize].tid != 2
-            || p.0.samples[c.sample as usize].kind == SampleKind::OnCpu));
+        assert!(
+            cp.credits()
+                .all(|c| p.0.samples.at(c.sample as usize).tid != 2
+                    || p.0.samples.at(c.sample as usize).kind == SampleKind::OnCpu)
+        );
     }
 
     /// Sets the stack of every sample of thread `tid` to leaf 0 (one wait site).

@@ -128,7 +128,7 @@ pub fn hotspots(p: &SampledProfile, tree: &CallTree) -> Vec<Hotspot> {
 
 /// True when sample `i` is a wait that other profiled work stands for.
 fn explained(p: &SampledProfile, tree: &CallTree, i: usize) -> bool {
-    let s = &p.samples[i];
+    let s = &p.samples.at(i);
     if s.kind == SampleKind::OnCpu {
         return false;
     }

@@ -72,7 +72,7 @@ pub(crate) fn fill(
         let Some(s) = p.samples.get(i) else {
             continue;
         };
-        let Some(leaf) = tree.node_of(s) else {
+        let Some(leaf) = tree.node_of(&s) else {
             continue;
         };
         let Some(&row) = row_of.get(r as usize).and_then(Option::as_ref) else {
@@ -95,7 +95,7 @@ pub(crate) fn fill(
         };
         for (k, turn) in t.turns.iter().enumerate() {
             let Some(leaf) = sample_at(&by_thread, turn.tid, turn.time_ns)
-                .and_then(|i| tree.node_of(p.samples.get(i)?))
+                .and_then(|i| tree.node_of(&p.samples.get(i)?))
             else {
                 continue;
             };

@@ -219,11 +219,11 @@ fn woken_by_client(p: &SampledProfile) -> Vec<bool> {
     }
     let mut out = vec![false; p.samples.len()];
     for waits in by_tid.values_mut() {
-        waits.sort_unstable_by_key(|&i| p.samples[i].time_ns);
+        waits.sort_unstable_by_key(|&i| p.samples.at(i).time_ns);
         // From the last wait back: the start of the next one, when it was for a client.
         let mut next_for_client: Option<u64> = None;
         for &i in waits.iter().rev() {
-            let s = &p.samples[i];
+            let s = &p.samples.at(i);
             let end = s.time_ns.saturating_add(s.weight_ns);
             let mark = match after.next(s.pid, s.tid, end) {
                 Some(w) => w == Woke::Client,
@@ -530,7 +530,7 @@ mod tests {
         // Without wake-ups, the accept and the answers alone say it.
         assert_eq!(categories(&p), vec![Idle, Idle, Idle, Poll]);
         // A wait that ended 3 ms before the next one began is not chained to it.
-        p.samples[1] = wait_us(7, 13_000, 25_000);
+        p.samples.update(1, |s| *s = wait_us(7, 13_000, 25_000));
         assert_eq!(categories(&p)[..2], [Poll, Idle]);
         p.wakers_recorded = true;
         assert_eq!(categories(&p), vec![Idle; 4], "no waker in the run: idle");

@@ -207,7 +207,7 @@ impl Tracks {
     /// recorded thread.
     fn new(profile: &mut Profile, p: &SampledProfile) -> Tracks {
         let mut first: HashMap<(i32, i32), u64> = HashMap::new();
-        for s in &p.samples {
+        for s in p.samples.iter() {
             let t = first.entry((s.pid, s.tid)).or_insert(s.time_ns);
             *t = (*t).min(s.time_ns);
         }

@@ -63,7 +63,7 @@ impl StackWeights {
     /// One hash per sample.
     pub fn of(p: &SampledProfile) -> StackWeights {
         let mut by_key: HashMap<(i32, i32, Option<u32>, SampleKind), u64> = HashMap::new();
-        for s in &p.samples {
+        for s in p.samples.iter() {
             *by_key
                 .entry((s.pid, s.tid, s.stack.get(), s.kind))
                 .or_default() += s.weight_ns;

@@ -469,7 +469,7 @@ impl SampledProfile {
     pub fn sampled_threads(&self) -> std::collections::BTreeSet<(i32, i32)> {
         let mut out = std::collections::BTreeSet::new();
         let mut last = None;
-        for s in &self.samples {
+        for s in self.samples.iter() {
             // Samples come in runs of one thread: look the set up once a run.
             if last != Some((s.pid, s.tid)) {
                 last = Some((s.pid, s.tid));

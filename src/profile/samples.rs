@@ -10,14 +10,17 @@
 //! The recording's formats are unchanged: a sample's waker travels with it (the `waker`
 //! field of a JSON sample, the waker column of a block), see [`Woken`].
 //!
+//! Readers get samples by value (`iter`, `get`, `at`), never a reference into the list
+//! or the list as a slice: that is what lets the list later live somewhere other than
+//! one `Vec` (compressed blocks, the recording's file; see docs/bounded-memory.md).
+//!
 //! Invariants: `wakers.rows` is ascending by sample index, each index below
 //! `list.len()`, at most one per sample; each row's `who` is below `wakers.who.len()`,
-//! and `wakers.who_ids` maps each entry of `who` to its index. Every method that adds or removes samples keeps it so; the
-//! samples can be changed in place (`iter_mut`, `IndexMut`) but not reordered.
+//! and `wakers.who_ids` maps each entry of `who` to its index. Every method that adds or
+//! removes samples keeps it so; the samples can be changed in place (`iter_mut`,
+//! `update`) but not reordered.
 
 use std::collections::HashMap;
-use std::ops::{Deref, Index, IndexMut};
-use std::slice::SliceIndex;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -382,23 +385,41 @@ impl Samples {
     }
 }
 
-impl Deref for Samples {
-    type Target = [ThreadSample];
-    fn deref(&self) -> &[ThreadSample] {
-        &self.list
+impl Samples {
+    /// The number of samples.
+    pub fn len(&self) -> usize {
+        self.list.len()
     }
-}
 
-impl<I: SliceIndex<[ThreadSample]>> Index<I> for Samples {
-    type Output = I::Output;
-    fn index(&self, i: I) -> &I::Output {
-        &self.list[i]
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
     }
-}
 
-impl<I: SliceIndex<[ThreadSample]>> IndexMut<I> for Samples {
-    fn index_mut(&mut self, i: I) -> &mut I::Output {
-        &mut self.list[i]
+    /// Sample `i`, by value; `None` past the end.
+    pub fn get(&self, i: usize) -> Option<ThreadSample> {
+        self.list.get(i).copied()
+    }
+
+    /// Sample `i`, by value, for an index known to be in range (a recording's indices
+    /// are checked by `validate` when it is read); panics past the end, as indexing
+    /// does.
+    pub fn at(&self, i: usize) -> ThreadSample {
+        self.list[i]
+    }
+
+    /// The samples in recorded order, by value.
+    pub fn iter(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = ThreadSample> + ExactSizeIterator + Clone + '_ {
+        self.list.iter().copied()
+    }
+
+    /// Change sample `i` with `f` (nothing when there is no such sample).
+    pub fn update(&mut self, i: usize, f: impl FnOnce(&mut ThreadSample)) {
+        if let Some(s) = self.list.get_mut(i) {
+            f(s);
+        }
     }
 }
 
@@ -408,14 +429,6 @@ impl IntoIterator for Samples {
     type IntoIter = std::vec::IntoIter<ThreadSample>;
     fn into_iter(self) -> Self::IntoIter {
         self.list.into_iter()
-    }
-}
-
-impl<'a> IntoIterator for &'a Samples {
-    type Item = &'a ThreadSample;
-    type IntoIter = std::slice::Iter<'a, ThreadSample>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.list.iter()
     }
 }
 
@@ -609,7 +622,8 @@ mod tests {
         assert_eq!(s.iter_woken().collect::<Vec<_>>(), want);
         for (old, &new) in new_of.iter().enumerate() {
             assert_eq!(
-                s[new as usize].weight_ns, old as u64,
+                s.at(new as usize).weight_ns,
+                old as u64,
                 "old {old} → new {new}"
             );
         }

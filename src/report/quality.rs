@@ -485,7 +485,7 @@ fn measured_off_cpu(s: &SampledProfile) -> bool {
         return false;
     }
     let (mut off, mut all) = (0u64, 0u64);
-    for x in &s.samples {
+    for x in s.samples.iter() {
         all = all.saturating_add(x.weight_ns);
         // A preempted interval is CPU contention, which the samples decide.
         let blocked = matches!(x.kind, crate::profile::SampleKind::OffCpu { state }
@@ -597,7 +597,7 @@ fn accounted(s: &SampledProfile) -> Option<(u64, u64)> {
     }
     let mut by_tid: std::collections::HashMap<(i32, i32), (u64, u64, u64)> =
         std::collections::HashMap::new();
-    for x in &s.samples {
+    for x in s.samples.iter() {
         let end = x.time_ns.saturating_add(x.weight_ns);
         let e = by_tid.entry((x.pid, x.tid)).or_insert((x.time_ns, end, 0));
         e.0 = e.0.min(x.time_ns);
@@ -634,7 +634,7 @@ fn unnamed_time(s: &SampledProfile) -> (f64, Vec<String>) {
     let mut by_leaf: HashMap<u32, Option<u32>> = HashMap::new();
     let mut by_module: HashMap<&str, u128> = HashMap::new();
     let (mut total, mut bad) = (0u128, 0u128);
-    for smp in &s.samples {
+    for smp in s.samples.iter() {
         total += u128::from(smp.weight_ns);
         let Some(leaf) = smp.stack.get() else {
             continue;

@@ -104,7 +104,7 @@ fn rebuild(r: Recovered) -> Recording {
         .filter(|s| matches!(s.kind, crate::profile::SampleKind::OffCpu { .. }))
         .count();
     let on_cpu = r.raw.samples.len() - off_cpu;
-    let last_sample_ns = r.raw.samples.last().map_or(0, |s| s.time_ns);
+    let last_sample_ns = r.raw.samples.iter().next_back().map_or(0, |s| s.time_ns);
     let span_ns = match (r.t0_ns, r.last_mono_ns) {
         (Some(t0), Some(last)) => last.saturating_sub(t0).max(last_sample_ns),
         _ => last_sample_ns,

@@ -104,7 +104,7 @@ pub fn merge(p: &mut SampledProfile, py: PythonStacks) {
         })
         .collect();
     for k in 0..p.samples.len() {
-        let s = p.samples[k];
+        let s = p.samples.at(k);
         let Some(list) = by_tid.get(&(s.pid, s.tid)) else {
             continue;
         };
@@ -145,7 +145,8 @@ pub fn merge(p: &mut SampledProfile, py: PythonStacks) {
             stats.no_eval_frame += 1;
             continue;
         };
-        p.samples[k].stack = interner.stack(&mut p.stacks, &ids).into();
+        let stack = interner.stack(&mut p.stacks, &ids).into();
+        p.samples.update(k, |s| s.stack = stack);
         stats.merged += 1;
     }
     p.quality.warnings.extend(merge_warning(&stats));
@@ -358,7 +359,7 @@ mod tests {
     }
 
     fn names(p: &SampledProfile, k: usize) -> Vec<String> {
-        p.stack_frames(p.samples[k].stack.get().unwrap_or(0))
+        p.stack_frames(p.samples.at(k).stack.get().unwrap_or(0))
             .iter()
             .map(|f| f.function.clone())
             .collect()
@@ -382,7 +383,7 @@ mod tests {
         assert_eq!(names(&p, 1), names(&p, 0));
         // The analysis folds the interpreter's own frames away.
         let seen: Vec<&str> =
-            crate::profile::analysed_frame_ids(&p, p.samples[0].stack.get().unwrap_or(0))
+            crate::profile::analysed_frame_ids(&p, p.samples.at(0).stack.get().unwrap_or(0))
                 .iter()
                 .map(|&id| p.frames[id as usize].function.as_str())
                 .collect();

@@ -82,17 +82,17 @@ struct Thread<'a> {
 }
 
 /// A sample of the `samples` table: the recorded sample, its off-CPU category, weight.
-type Row<'a> = (&'a ThreadSample, Option<WaitCategory>, i32);
+type Row = (ThreadSample, Option<WaitCategory>, i32);
 
 impl Thread<'_> {
     /// The thread's samples in time order, with their index.
-    fn each(&self) -> impl Iterator<Item = (usize, &ThreadSample)> + '_ {
+    fn each(&self) -> impl Iterator<Item = (usize, ThreadSample)> + '_ {
         let samples = &self.input.profile.samples;
         (self.indices.iter()).filter_map(|&i| Some((i as usize, samples.get(i as usize)?)))
     }
 
     /// The rows of the `samples` table, weights carried as the module doc says.
-    fn rows(&self) -> impl Iterator<Item = Row<'_>> + '_ {
+    fn rows(&self) -> impl Iterator<Item = Row> + '_ {
         let mut carry: FastMap<(Option<u32>, bool), u64> = FastMap::default();
         self.each().filter_map(move |(i, s)| {
             let off = match s.kind {
@@ -132,7 +132,7 @@ impl Thread<'_> {
     }
 
     /// The off-CPU intervals: (index, sample, state).
-    fn off_cpu(&self) -> impl Iterator<Item = (usize, &ThreadSample, WaitState)> + '_ {
+    fn off_cpu(&self) -> impl Iterator<Item = (usize, ThreadSample, WaitState)> + '_ {
         self.each().filter_map(|(i, s)| match s.kind {
             SampleKind::OffCpu { state } => Some((i, s, state)),
             SampleKind::OnCpu => None,

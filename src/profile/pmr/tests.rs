@@ -92,10 +92,8 @@ fn a_file_cut_off_keeps_its_complete_blocks_and_says_so() {
     let back = read(cut).expect("read");
     let s = back.sampled.as_ref().expect("sampled");
     assert_eq!(s.samples.len(), columns::BLOCK_SAMPLES * 2);
-    assert_eq!(
-        s.samples[..],
-        rec.sampled.as_ref().expect("s").samples[..s.samples.len()]
-    );
+    let whole = &rec.sampled.as_ref().expect("s").samples;
+    assert!(s.samples.iter().eq(whole.iter().take(s.samples.len())));
     let w = quality_warnings(&back).join(" ");
     assert!(
         w.contains("incomplete") && w.contains("131072 samples"),

@@ -158,11 +158,14 @@ fn a_spool_reads_back_what_was_appended() {
     assert_eq!((r.raw.frames.len(), r.raw.stacks.len()), (3, 3));
     assert_eq!(r.raw.samples.len(), 500);
     // Times are relative to the run's start.
-    assert_eq!(r.raw.samples[0].time_ns, 1_000_000_000);
-    assert_eq!(r.raw.samples[499].stack, Some(2).into());
+    assert_eq!(r.raw.samples.at(0).time_ns, 1_000_000_000);
+    assert_eq!(r.raw.samples.at(499).stack, Some(2).into());
     let woken = r.raw.samples.waker(499).expect("waker");
     assert_eq!((woken.time_ns, woken.stack), (1_900_000_000, Some(1)));
-    assert!(matches!(r.raw.samples[499].kind, SampleKind::OffCpu { .. }));
+    assert!(matches!(
+        r.raw.samples.at(499).kind,
+        SampleKind::OffCpu { .. }
+    ));
     assert_eq!(r.raw.processes.len(), 1);
     assert_eq!(r.raw.processes[0].name, "renamed");
     assert_eq!(r.raw.lost_records, 3);
