@@ -38,9 +38,7 @@ fn main() {
     let shifted = |k: usize| {
         let left = want.saturating_sub(k * s.samples.len());
         let mut block: Samples = s.samples.iter_woken().take(left).collect();
-        for x in block.iter_mut() {
-            x.time_ns += k as u64 * span;
-        }
+        block.for_each_mut(|x| x.time_ns += k as u64 * span);
         block.map_wakers(|w| Waker {
             time_ns: w.time_ns + k as u64 * span,
             ..w

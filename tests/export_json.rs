@@ -79,7 +79,7 @@ fn recorded_ns(dir: &Path) -> HashMap<i64, u64> {
 fn recorded_by_tid(dir: &Path, cpu_only: bool) -> HashMap<i64, u64> {
     let rec = profmap::profile::read_recording(&dir.join("profile.pmr")).expect("recording");
     let mut out = HashMap::new();
-    for s in rec.sampled.expect("deep profile").samples {
+    for s in rec.sampled.expect("deep profile").samples.iter() {
         if !cpu_only || matches!(s.kind, profmap::profile::SampleKind::OnCpu) {
             *out.entry(i64::from(s.tid)).or_default() += s.weight_ns;
         }

@@ -151,7 +151,7 @@ impl Off {
 
     /// When the interval began: its sample's time.
     fn start(&self, s: &Samples) -> u64 {
-        s.at(self.sample()).time_ns
+        s.time_ns(self.sample())
     }
 
     /// When the interval ended.
@@ -460,7 +460,7 @@ fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> Fa
         }
     }
     for l in lines.values_mut() {
-        l.on.sort_unstable_by_key(|&i| p.samples.at(i as usize).time_ns);
+        l.on.sort_unstable_by_key(|&i| p.samples.time_ns(i as usize));
         l.off.sort_unstable_by_key(|o| o.start(&p.samples));
     }
     lines
@@ -872,16 +872,11 @@ impl Walk<'_, '_> {
         let samples = &self.p.samples;
         let from = line
             .on
-            .partition_point(|&i| samples.at(i as usize).time_ns <= a);
+            .partition_point(|&i| samples.time_ns(i as usize) <= a);
         for &i in &line.on[from..] {
             let i = i as usize;
-            let (e, s) = (
-                samples.at(i).time_ns,
-                samples
-                    .at(i)
-                    .time_ns
-                    .saturating_sub(samples.at(i).weight_ns),
-            );
+            let x = samples.at(i);
+            let (e, s) = (x.time_ns, x.time_ns.saturating_sub(x.weight_ns));
             if s >= b {
                 break;
             }
@@ -1180,9 +1175,11 @@ mod tests {
             frame: 0,
             parent: None,
         });
-        for s in p.0.samples.iter_mut().filter(|s| s.tid == tid) {
-            s.stack = Some(0).into();
-        }
+        p.0.samples.for_each_mut(|s| {
+            if s.tid == tid {
+                s.stack = Some(0).into();
+            }
+        });
         p
     }
 
@@ -1195,9 +1192,11 @@ mod tests {
                 parent: None,
             });
         }
-        for s in p.0.samples.iter_mut().filter(|s| s.tid == tid) {
-            s.stack = Some(if first.contains(&s.time_ns) { 0 } else { 1 }).into();
-        }
+        p.0.samples.for_each_mut(|s| {
+            if s.tid == tid {
+                s.stack = Some(if first.contains(&s.time_ns) { 0 } else { 1 }).into();
+            }
+        });
         p
     }
 
@@ -1273,11 +1272,12 @@ mod tests {
             .off(1, 15_050_000, 19 * MS, None)
             .off(1, 19_050_000, 20_050_000, Some((2, 20 * MS)))
             .on(2, 0, 20);
-        if let Some(s) = p.0.samples.iter_mut().find(|s| s.time_ns == 14_050_000) {
+        let i = p.0.samples.iter().position(|s| s.time_ns == 14_050_000);
+        p.0.samples.update(i.unwrap_or(usize::MAX), |s| {
             s.kind = SampleKind::OffCpu {
                 state: WaitState::Preempted,
-            };
-        }
+            }
+        });
         // Join waits (stack 0) first and last two; GIL waits (stack 1) between.
         let p = two_sites(p, 1, &[0, 15_050_000, 19_050_000]);
         let cp = p.path(&[]);

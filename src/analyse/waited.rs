@@ -219,7 +219,7 @@ fn woken_by_client(p: &SampledProfile) -> Vec<bool> {
     }
     let mut out = vec![false; p.samples.len()];
     for waits in by_tid.values_mut() {
-        waits.sort_unstable_by_key(|&i| p.samples.at(i).time_ns);
+        waits.sort_unstable_by_key(|&i| p.samples.time_ns(i));
         // From the last wait back: the start of the next one, when it was for a client.
         let mut next_for_client: Option<u64> = None;
         for &i in waits.iter().rev() {

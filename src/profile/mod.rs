@@ -22,6 +22,7 @@ mod io;
 pub mod pmr;
 mod python;
 mod sampled;
+mod samplelist;
 mod samples;
 mod source;
 pub mod spool;

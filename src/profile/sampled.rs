@@ -304,6 +304,35 @@ pub enum SampleKind {
     OffCpu { state: WaitState },
 }
 
+impl SampleKind {
+    /// The kind as one byte (a recording's kind column, the sample list's): 0 on-CPU,
+    /// 1..=4 off-CPU sleeping, uninterruptible, preempted, other.
+    pub fn code(self) -> u8 {
+        match self {
+            SampleKind::OnCpu => 0,
+            SampleKind::OffCpu { state } => match state {
+                WaitState::Sleeping => 1,
+                WaitState::Uninterruptible => 2,
+                WaitState::Preempted => 3,
+                WaitState::Other => 4,
+            },
+        }
+    }
+
+    /// The kind of byte `code`; `None` for a byte no kind has.
+    pub fn from_code(code: u8) -> Option<SampleKind> {
+        let state = match code {
+            0 => return Some(SampleKind::OnCpu),
+            1 => WaitState::Sleeping,
+            2 => WaitState::Uninterruptible,
+            3 => WaitState::Preempted,
+            4 => WaitState::Other,
+            _ => return None,
+        };
+        Some(SampleKind::OffCpu { state })
+    }
+}
+
 /// One weighted sample of one thread.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct ThreadSample {

@@ -24,12 +24,13 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::samplelist::SampleList;
 use super::{Leaf, SampleKind, ThreadSample, Waker};
 
 /// The samples of a deep profile, in the order recorded, with their wakers.
 #[derive(Debug, Clone, Default)]
 pub struct Samples {
-    list: Vec<ThreadSample>,
+    list: SampleList,
     /// The wake-ups that ended samples.
     wakers: WakerTable,
 }
@@ -129,13 +130,13 @@ pub struct Kept {
 }
 
 impl Kept {
-    fn of(list: &[ThreadSample], keep: impl Fn(&ThreadSample) -> bool) -> Kept {
+    fn of(list: &SampleList, keep: impl Fn(&ThreadSample) -> bool) -> Kept {
         let mut k = Kept {
             bits: vec![0; list.len().div_ceil(64)],
             before: Vec::with_capacity(list.len().div_ceil(64)),
         };
         for (i, s) in list.iter().enumerate() {
-            if keep(s) {
+            if keep(&s) {
                 k.bits[i / 64] |= 1 << (i % 64);
             }
         }
@@ -250,9 +251,10 @@ impl Samples {
         }
     }
 
-    /// The samples, to change in place (not to reorder: the wakers follow indices).
-    pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, ThreadSample> {
-        self.list.iter_mut()
+    /// Change every sample with `f`, in place (not to reorder: the wakers follow
+    /// indices).
+    pub fn for_each_mut(&mut self, f: impl FnMut(&mut ThreadSample)) {
+        self.list.for_each_mut(f);
     }
 
     /// Each sample with its waker, in order.
@@ -262,7 +264,7 @@ impl Samples {
             let w = next
                 .next_if(|w| w.index() == i)
                 .map(|r| self.wakers.waker(r));
-            (*s, w)
+            (s, w)
         })
     }
 
@@ -279,7 +281,7 @@ impl Samples {
             let w = next
                 .next_if(|w| w.index() == i)
                 .map(|r| self.wakers.waker(r));
-            out.push((*s, w));
+            out.push((s, w));
         }
         out
     }
@@ -288,11 +290,7 @@ impl Samples {
     /// were kept (each old index's new one).
     pub fn retain(&mut self, keep: impl Fn(&ThreadSample) -> bool) -> Kept {
         let kept = Kept::of(&self.list, keep);
-        let mut i = 0;
-        self.list.retain(|_| {
-            i += 1;
-            kept.new_index(i - 1).is_some()
-        });
+        self.list.retain_index(|i| kept.new_index(i).is_some());
         // Collected in place (the same allocation).
         self.wakers.rows = (std::mem::take(&mut self.wakers.rows).into_iter())
             .filter_map(|e| kept.renumbered_wake(e))
@@ -306,16 +304,15 @@ impl Samples {
     pub fn filtered(&self, keep: impl Fn(&ThreadSample) -> bool) -> (Samples, Kept) {
         let kept = Kept::of(&self.list, keep);
         let mut out = Samples {
-            list: Vec::with_capacity(kept.count()),
+            list: SampleList::default(),
             wakers: self.wakers.without_rows(),
         };
-        out.list.extend(
-            self.list
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| kept.new_index(*i).is_some())
-                .map(|(_, s)| *s),
-        );
+        out.list.reserve(kept.count());
+        for (i, s) in self.list.iter().enumerate() {
+            if kept.new_index(i).is_some() {
+                out.list.push(s);
+            }
+        }
         // At most as many as there were (grown by doubling they could take twice that).
         out.wakers.rows.reserve_exact(self.wakers.rows.len());
         (out.wakers.rows).extend(
@@ -334,21 +331,14 @@ impl Samples {
     pub fn sort_by_time(&mut self) -> Vec<u32> {
         let n = self.list.len();
         let mut order: Vec<u32> = (0..n as u32).collect();
-        order.sort_by_key(|&i| self.list[i as usize].time_ns);
+        order.sort_by_key(|&i| self.list.time_ns(i as usize));
         let mut new_of = vec![0u32; n];
         for (new, &old) in order.iter().enumerate() {
             new_of[old as usize] = new as u32;
         }
         drop(order);
         let kept = new_of.clone();
-        // Each swap puts one sample where it belongs.
-        for i in 0..n {
-            while new_of[i] as usize != i {
-                let j = new_of[i] as usize;
-                self.list.swap(i, j);
-                new_of.swap(i, j);
-            }
-        }
+        self.list.permute(new_of);
         for w in &mut self.wakers.rows {
             w.sample = kept[w.index()];
         }
@@ -359,7 +349,10 @@ impl Samples {
     /// Append `other`'s samples and wakers after these.
     pub fn append(&mut self, other: Samples) {
         let base = self.list.len() as u32;
-        self.list.extend(other.list);
+        self.list.reserve(other.list.len());
+        for s in other.list.iter() {
+            self.list.push(s);
+        }
         for r in &other.wakers.rows {
             let row = self.wakers.row(base + r.sample, other.wakers.waker(r));
             self.wakers.rows.push(row);
@@ -398,46 +391,42 @@ impl Samples {
 
     /// Sample `i`, by value; `None` past the end.
     pub fn get(&self, i: usize) -> Option<ThreadSample> {
-        self.list.get(i).copied()
+        self.list.get(i)
     }
 
     /// Sample `i`, by value, for an index known to be in range (a recording's indices
     /// are checked by `validate` when it is read); panics past the end, as indexing
     /// does.
     pub fn at(&self, i: usize) -> ThreadSample {
-        self.list[i]
+        self.list.at(i)
+    }
+
+    /// The time of sample `i` (0 past the end): the one field a search by time reads.
+    pub fn time_ns(&self, i: usize) -> u64 {
+        self.list.time_ns(i)
     }
 
     /// The samples in recorded order, by value.
     pub fn iter(
         &self,
     ) -> impl DoubleEndedIterator<Item = ThreadSample> + ExactSizeIterator + Clone + '_ {
-        self.list.iter().copied()
+        self.list.iter()
     }
 
     /// Change sample `i` with `f` (nothing when there is no such sample).
     pub fn update(&mut self, i: usize, f: impl FnOnce(&mut ThreadSample)) {
-        if let Some(s) = self.list.get_mut(i) {
-            f(s);
-        }
-    }
-}
-
-/// The samples without their wakers.
-impl IntoIterator for Samples {
-    type Item = ThreadSample;
-    type IntoIter = std::vec::IntoIter<ThreadSample>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.list.into_iter()
+        self.list.update(i, f);
     }
 }
 
 impl From<Vec<ThreadSample>> for Samples {
     fn from(list: Vec<ThreadSample>) -> Self {
-        Samples {
-            list,
-            wakers: WakerTable::default(),
+        let mut out = Samples::default();
+        out.list.reserve(list.len());
+        for s in list {
+            out.list.push(s);
         }
+        out
     }
 }
 
@@ -584,9 +573,11 @@ mod tests {
 
     #[test]
     fn kept_indices_agree_with_counting_across_words() {
-        let list: Vec<ThreadSample> = (0..300).map(at).collect();
+        let vec: Vec<ThreadSample> = (0..300).map(at).collect();
+        let list: Samples = vec.clone().into();
+        let list = &list.list;
         for m in [1, 2, 3, 7, 64, 301] {
-            let k = Kept::of(&list, |s| s.time_ns % m == 0);
+            let k = Kept::of(list, |s| s.time_ns % m == 0);
             let mut n = 0;
             for (i, s) in list.iter().enumerate() {
                 let want = (s.time_ns % m == 0).then_some(n);
@@ -596,7 +587,7 @@ mod tests {
             assert_eq!(k.count(), n as usize);
             assert_eq!(k.new_index(300), None);
         }
-        assert_eq!(Kept::of(&[], |_| true).count(), 0);
+        assert_eq!(Kept::of(&SampleList::default(), |_| true).count(), 0);
     }
 
     /// Sorting by time keeps each waker with its sample and equal times in their order,

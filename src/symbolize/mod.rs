@@ -80,9 +80,7 @@ pub fn symbolize(mut raw: RawProfile) -> SampledProfile {
     // in place: no second list of samples.
     let mut samples: Samples = std::mem::take(&mut raw.samples);
     let node = |leaf: Option<u32>| leaf.and_then(|i| node_map.get(i as usize).copied().flatten());
-    for s in samples.iter_mut() {
-        s.stack = node(s.stack.get()).into();
-    }
+    samples.for_each_mut(|s| s.stack = node(s.stack.get()).into());
     samples.map_wakers(|w| Waker {
         stack: node(w.stack),
         ..w

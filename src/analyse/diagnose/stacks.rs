@@ -164,14 +164,14 @@ fn on_cpu_by_thread(p: &SampledProfile) -> HashMap<i32, Vec<u32>> {
         }
     }
     for v in by.values_mut() {
-        v.sort_unstable_by_key(|&i| p.samples.at(i as usize).time_ns);
+        v.sort_unstable_by_key(|&i| p.samples.time_ns(i as usize));
     }
     by
 }
 
 fn last_on_cpu(p: &SampledProfile, by: &HashMap<i32, Vec<u32>>, tid: i32, t: u64) -> Option<u32> {
     let v = by.get(&tid)?;
-    let i = v.partition_point(|&k| p.samples.at(k as usize).time_ns <= t);
+    let i = v.partition_point(|&k| p.samples.time_ns(k as usize) <= t);
     let s = p.samples.get(*v.get(i.checked_sub(1)?)? as usize)?;
     (t - s.time_ns <= HOLDER_WINDOW_NS)
         .then_some(s.stack.get())

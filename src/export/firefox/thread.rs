@@ -44,7 +44,7 @@ pub fn write(
     mut indices: Vec<u32>,
 ) -> io::Result<()> {
     let p = &input.profile;
-    let time = |i: u32| p.samples.get(i as usize).map_or(0, |s| s.time_ns);
+    let time = |i: u32| p.samples.time_ns(i as usize);
     indices.sort_by_key(|&i| (time(i), i));
     let t = Thread {
         input,

@@ -19,7 +19,7 @@
 //! (a varint past 10 bytes, a column shorter than its count, bytes left over, a value
 //! out of range) is an error naming the column.
 
-use crate::profile::{Leaf, SampleKind, Samples, ThreadSample, WaitState, Waker, Woken};
+use crate::profile::{Leaf, SampleKind, Samples, ThreadSample, Waker, Woken};
 
 /// Most samples in one block.
 pub const BLOCK_SAMPLES: usize = 1 << 16;
@@ -36,7 +36,7 @@ pub fn encode(samples: &[Woken]) -> Vec<u8> {
         (last_pid, last_tid, last_time) = (i64::from(s.pid), i64::from(s.tid), s.time_ns as i64);
         put_u(stack, s.stack.get().map_or(0, |x| u64::from(x) + 1));
         put_u(weight, s.weight_ns);
-        let code = kind_code(s.kind) + if waker.is_some() { 8 } else { 0 };
+        let code = SampleKind::code(s.kind) + if waker.is_some() { 8 } else { 0 };
         kind.push(code);
         if let Some(w) = waker {
             put_i(wakers, i64::from(w.pid) - i64::from(s.pid));
@@ -104,7 +104,8 @@ pub fn decode(bytes: &[u8], out: &mut Samples) -> Result<(), String> {
             time_ns: tm as u64,
             stack: leaf(stack.u("stack")?)?,
             weight_ns: weight.u("weight")?,
-            kind: kind_of(code & 7).ok_or_else(|| format!("unknown sample kind {code}"))?,
+            kind: SampleKind::from_code(code & 7)
+                .ok_or_else(|| format!("unknown sample kind {code}"))?,
         };
         let mut waker = None;
         if code & 8 != 0 {
@@ -132,30 +133,6 @@ pub(super) fn all_read(cols: &[Reader], names: &[&str], n: u64, what: &str) -> R
 
 /// Column names, in their order in a block (for error messages).
 const COLUMNS: [&str; 7] = ["pid", "tid", "time", "stack", "weight", "kind", "waker"];
-
-fn kind_code(k: SampleKind) -> u8 {
-    match k {
-        SampleKind::OnCpu => 0,
-        SampleKind::OffCpu { state } => match state {
-            WaitState::Sleeping => 1,
-            WaitState::Uninterruptible => 2,
-            WaitState::Preempted => 3,
-            WaitState::Other => 4,
-        },
-    }
-}
-
-fn kind_of(code: u8) -> Option<SampleKind> {
-    let state = match code {
-        0 => return Some(SampleKind::OnCpu),
-        1 => WaitState::Sleeping,
-        2 => WaitState::Uninterruptible,
-        3 => WaitState::Preempted,
-        4 => WaitState::Other,
-        _ => return None,
-    };
-    Some(SampleKind::OffCpu { state })
-}
 
 fn to_i32(v: i64, what: &str) -> Result<i32, String> {
     i32::try_from(v).map_err(|_| format!("{what} {v} is out of range"))
@@ -261,7 +238,7 @@ mod tests {
             time_ns: if i % 4 == 1 { 7 } else { u64::MAX - i },
             stack: (!i.is_multiple_of(5)).then_some(i as u32 * 1000).into(),
             weight_ns: 100_000,
-            kind: kind_of((i % 5) as u8).expect("kind"),
+            kind: SampleKind::from_code((i % 5) as u8).expect("kind"),
         };
         let waker = (!i.is_multiple_of(5) && i.is_multiple_of(2)).then_some(Waker {
             pid: i32::MIN,

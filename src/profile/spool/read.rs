@@ -268,9 +268,8 @@ impl State {
         }
         drop(new_of);
         raw.waits.sort_unstable_by_key(|w| w.0);
-        for s in raw.samples.iter_mut() {
-            s.time_ns = s.time_ns.saturating_sub(t0);
-        }
+        raw.samples
+            .for_each_mut(|s| s.time_ns = s.time_ns.saturating_sub(t0));
         raw.samples.map_wakers(|w| Waker {
             time_ns: w.time_ns.saturating_sub(t0),
             ..w

@@ -1033,9 +1033,7 @@ impl Processor {
         }
         drop(new_of);
         waits.sort_unstable_by_key(|w| w.0);
-        for s in samples.iter_mut() {
-            s.time_ns = s.time_ns.saturating_sub(t0_ns);
-        }
+        samples.for_each_mut(|s| s.time_ns = s.time_ns.saturating_sub(t0_ns));
         let mut warnings = Vec::new();
         if self.fds.skipped > 0 {
             warnings.push(format!(
