@@ -395,11 +395,18 @@ fn heaviest_path(tree: &CallTree, c: &Candidate, step: &str) -> Option<String> {
 
 /// The kernel functions its on-CPU samples ran in, when they are a notable part.
 fn kernel_detail(p: &SampledProfile, tree: &CallTree, c: &Candidate) -> Option<String> {
-    let nodes: std::collections::HashSet<usize> = c.nodes.iter().copied().collect();
+    // By node index (one look-up a sample, no hashing).
+    let mut mine = vec![false; tree.nodes.len()];
+    for &n in &c.nodes {
+        if let Some(m) = mine.get_mut(n) {
+            *m = true;
+        }
+    }
     let mut by_fn: HashMap<&str, u64> = HashMap::new();
     let mut cpu = 0u64;
     for s in p.samples.iter() {
-        if s.kind != SampleKind::OnCpu || !tree.node_of(&s).is_some_and(|n| nodes.contains(&n)) {
+        let is_mine = |n: usize| mine.get(n).copied().unwrap_or(false);
+        if s.kind != SampleKind::OnCpu || !tree.node_of(&s).is_some_and(is_mine) {
             continue;
         }
         cpu += s.weight_ns;

@@ -244,8 +244,12 @@ impl ProcessGroups {
 /// Processes with more than one sampled thread.
 pub fn multi_threaded(p: &SampledProfile) -> BTreeSet<i32> {
     let mut tids: HashMap<i32, BTreeSet<i32>> = HashMap::new();
+    let mut last = None;
     for s in p.samples.iter() {
-        tids.entry(s.pid).or_default().insert(s.tid);
+        // Neighbouring samples are mostly of one thread: one look-up per change.
+        if last.replace((s.pid, s.tid)) != Some((s.pid, s.tid)) {
+            tids.entry(s.pid).or_default().insert(s.tid);
+        }
     }
     tids.into_iter()
         .filter(|(_, t)| t.len() > 1)
