@@ -262,7 +262,7 @@ impl SampleList {
         for i in 0..new_of.len().min(self.len()) {
             while new_of[i] as usize != i {
                 let j = new_of[i] as usize;
-                if j >= self.len() {
+                if j >= self.len() || new_of[j] as usize == j {
                     break; // not a permutation: leave the rest as it is
                 }
                 self.thread.swap(i, j);
@@ -381,8 +381,9 @@ mod tests {
         l.truncate(3);
         assert!(l.iter().eq(want.iter().rev().take(3).copied()));
         assert!(l.long.iter().all(|x| (x.0 as usize) < 3));
-        // Not a permutation: no panic.
+        // Not a permutation: no panic, no endless loop.
         l.permute(vec![7, 7, 7]);
+        l.permute(vec![1, 1, 1]);
         assert_eq!(l.len(), 3);
     }
 }

@@ -349,8 +349,8 @@ type Exported = (&'static str, &'static str, TempOut);
 ///
 /// The exports run in parallel, in the lanes [`lane`] gives: those whose writing holds
 /// memory that grows with the samples share two lanes, so that `report`'s peak holds at
-/// most two of them (all five at 1.17 M samples: 303 MB all in parallel, 151 MB one
-/// after another but 5.0 s instead of 4.1 s; see docs/benchmarks.md).
+/// most two of them (all five at 1.17 M samples: 304 MB and 3.6 s all in parallel, 187
+/// MB and 3.2 s in these lanes, 151 MB but 5.0 s in one; see docs/benchmarks.md).
 fn analyse_and_export(
     rec: &Recording,
     analysed: analyse::Analysed<'_>,
