@@ -152,11 +152,24 @@ fn evented(
                 Event::Open { node, at_ns } => ('O', node, at_ns),
                 Event::Close { node, at_ns } => ('C', node, at_ns),
             };
-            let comma = if std::mem::take(&mut first) { "" } else { "," };
-            result = write!(
-                out,
-                "{comma}{{\"type\":\"{kind}\",\"frame\":{frame},\"at\":{at}}}"
-            );
+            let comma: &[u8] = if std::mem::take(&mut first) {
+                b""
+            } else {
+                b","
+            };
+            // Written piece by piece (integers through serde_json's formatter, not
+            // `write!`: a third of the file's time was `fmt` machinery).
+            result = (|| {
+                out.write_all(comma)?;
+                out.write_all(match kind {
+                    'O' => b"{\"type\":\"O\",\"frame\":",
+                    _ => b"{\"type\":\"C\",\"frame\":",
+                })?;
+                serde_json::to_writer(&mut *out, &frame)?;
+                out.write_all(b",\"at\":")?;
+                serde_json::to_writer(&mut *out, &at)?;
+                out.write_all(b"}")
+            })();
         },
     );
     result?;
