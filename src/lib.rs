@@ -19,6 +19,7 @@ pub mod compare;
 pub mod error;
 pub mod export;
 pub mod instrument;
+pub mod interned;
 pub mod measure;
 pub mod plan;
 pub mod profile;

@@ -257,6 +257,11 @@ pub fn multi_threaded(p: &SampledProfile) -> BTreeSet<i32> {
         .collect()
 }
 
+/// Sample `s`'s deepest node in a (pid, tid, leaf stack) → node map.
+fn node_in(map: &FastMap<(i32, i32, Option<u32>), usize>, s: &ThreadSample) -> Option<usize> {
+    map.get(&(s.pid, s.tid, s.stack.get())).copied()
+}
+
 /// Child lookup key while building.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Key {
@@ -329,9 +334,7 @@ impl CallTree {
     /// The deepest node of sample `s` (of the profile the tree was built from): its
     /// thread's node for its stack.
     pub fn node_of(&self, s: &ThreadSample) -> Option<usize> {
-        self.sample_node
-            .get(&(s.pid, s.tid, s.stack.get()))
-            .copied()
+        node_in(&self.sample_node, s)
     }
 
     /// Build the tree from every sample of `p`.
@@ -591,9 +594,7 @@ impl<'a> Builder<'a> {
 
     /// The deepest node of sample `s`, once [`Builder::add_sample`] has added it.
     fn node_of(&self, s: &ThreadSample) -> Option<usize> {
-        self.sample_node
-            .get(&(s.pid, s.tid, s.stack.get()))
-            .copied()
+        node_in(&self.sample_node, s)
     }
 
     /// Add one sample's thread time along its stack; returns its deepest node.

@@ -92,14 +92,16 @@ fn interval_ns(frequency_hz: f64) -> u64 {
 pub fn write_json(input: &Input, out: &mut impl Write) -> io::Result<()> {
     let p: &SampledProfile = &input.profile;
     let interval = interval_ns(p.frequency_hz);
-    let frame = serde_json::to_value(frame(input, interval))?;
+    let threads = slices::threads(p);
+    let sampled: Vec<(i32, i32)> = threads.iter().map(|t| (t.pid, t.tid)).collect();
+    let mut samples: HashMap<(i32, i32), Vec<u32>> = (threads.into_iter())
+        .map(|t| ((t.pid, t.tid), t.samples))
+        .collect();
+    let frame = serde_json::to_value(frame(input, interval, sampled.into_iter()))?;
     let Value::Object(top) = frame else {
         return Err(io::Error::other("the profile's frame is not an object"));
     };
     let cats = Categories::of_meta(&top["meta"]);
-    let mut samples: HashMap<(i32, i32), Vec<u32>> = (slices::threads(p).into_iter())
-        .map(|t| ((t.pid, t.tid), t.samples))
-        .collect();
     out.write_all(b"{")?;
     for (n, (k, v)) in top.iter().enumerate() {
         if n > 0 {
@@ -131,8 +133,8 @@ pub fn write_json(input: &Input, out: &mut impl Write) -> io::Result<()> {
 }
 
 /// The profile without samples: meta, categories, marker schemas, a track for every
-/// process and thread, and the counters.
-fn frame(input: &Input, interval: u64) -> Profile {
+/// process and thread (those recorded and those `sampled` names), and the counters.
+fn frame(input: &Input, interval: u64, sampled: impl Iterator<Item = (i32, i32)>) -> Profile {
     let p: &SampledProfile = &input.profile;
     let meta = &input.rec.meta;
     let product = meta
@@ -147,8 +149,8 @@ fn frame(input: &Input, interval: u64) -> Profile {
     stacks::register_categories(&mut profile);
     markers::register(&mut profile);
     let mut tracks = Tracks::new(&mut profile, p);
-    for s in p.samples.iter() {
-        tracks.thread(&mut profile, p, s.pid, s.tid);
+    for (pid, tid) in sampled {
+        tracks.thread(&mut profile, p, pid, tid);
     }
     if let Some(run) = &input.rec.profiled_run {
         let root = tracks.root(run.pid);

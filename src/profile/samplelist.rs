@@ -6,14 +6,13 @@
 //! A weight needs 8 bytes only for off-CPU intervals of 4.3 s or more: the column holds
 //! `u32::MAX` for those, and the weight is in `long`, by sample index.
 //!
-//! Invariants: every column has one entry a sample; each `thread` entry is below
-//! `threads.len()`, and `thread_ids` maps each entry of `threads` to its index; `long`
+//! Invariants: every column has one entry a sample; each `thread` entry is an index of
+//! `threads`; `long`
 //! is ascending by sample index, one entry for each sample whose `weight` is
 //! `u32::MAX`, and only for those.
 
-use std::collections::HashMap;
-
 use super::{Leaf, SampleKind, ThreadSample, WaitState};
+use crate::interned::Interned;
 
 /// The weight column's mark for "the weight is in `long`".
 const LONG: u32 = u32::MAX;
@@ -46,8 +45,7 @@ pub struct SampleList {
     /// Weights of `LONG` and above: (sample index, weight), ascending by index.
     long: Vec<(u32, u64)>,
     /// The distinct (pid, tid).
-    threads: Vec<(i32, i32)>,
-    thread_ids: HashMap<(i32, i32), u32, foldhash::fast::RandomState>,
+    threads: Interned<(i32, i32)>,
 }
 
 impl PartialEq for SampleList {
@@ -83,16 +81,11 @@ impl SampleList {
     fn thread_id(&mut self, pid: i32, tid: i32) -> u32 {
         // Neighbouring samples are often of one thread.
         if let Some(&last) = self.thread.last()
-            && self.threads.get(last as usize) == Some(&(pid, tid))
+            && self.threads.get(last) == Some(&(pid, tid))
         {
             return last;
         }
-        let next = self.threads.len() as u32;
-        let id = *self.thread_ids.entry((pid, tid)).or_insert(next);
-        if id == next {
-            self.threads.push((pid, tid));
-        }
-        id
+        self.threads.id(&(pid, tid))
     }
 
     /// The weight column's entry for `weight_ns` of sample `i`, which must be past
@@ -131,7 +124,7 @@ impl SampleList {
         weight: u32,
         kind: u8,
     ) -> ThreadSample {
-        let (pid, tid) = self.threads.get(thread as usize).copied().unwrap_or((0, 0));
+        let (pid, tid) = self.threads.get(thread).copied().unwrap_or((0, 0));
         ThreadSample {
             pid,
             tid,
@@ -343,7 +336,7 @@ mod tests {
         let l = list(20);
         assert_eq!(l.len(), 20);
         assert!(l.iter().eq((0..20).map(sample)));
-        assert_eq!((l.threads.len(), l.long.len()), (3, 5));
+        assert_eq!((l.threads.items().len(), l.long.len()), (3, 5));
         assert_eq!(l.get(20), None);
         // u32::MAX itself is the column's mark: it is held as a long weight.
         let mut m = SampleList::default();

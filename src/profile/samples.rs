@@ -15,17 +15,15 @@
 //! one `Vec` (compressed blocks, the recording's file; see docs/bounded-memory.md).
 //!
 //! Invariants: `wakers.rows` is ascending by sample index, each index below
-//! `list.len()`, at most one per sample; each row's `who` is below `wakers.who.len()`,
-//! and `wakers.who_ids` maps each entry of `who` to its index. Every method that adds or
-//! removes samples keeps it so; the samples can be changed in place (`iter_mut`,
-//! `update`) but not reordered.
-
-use std::collections::HashMap;
+//! `list.len()`, at most one per sample; each row's `who` is an index of `wakers.who`.
+//! Every method that adds or removes samples keeps it so; the samples can be changed in
+//! place (`for_each_mut`, `update`) but not reordered.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::samplelist::SampleList;
 use super::{Leaf, SampleKind, ThreadSample, Waker};
+use crate::interned::Interned;
 
 /// The samples of a deep profile, in the order recorded, with their wakers.
 #[derive(Debug, Clone, Default)]
@@ -70,8 +68,7 @@ struct Who {
 struct WakerTable {
     rows: Vec<Wake>,
     /// The distinct wakers.
-    who: Vec<Who>,
-    who_ids: HashMap<Who, u32, foldhash::fast::RandomState>,
+    who: Interned<Who>,
 }
 
 impl WakerTable {
@@ -83,21 +80,16 @@ impl WakerTable {
             tid: w.tid,
             stack: Leaf::new(w.stack),
         };
-        let next = self.who.len() as u32;
-        let id = *self.who_ids.entry(who).or_insert(next);
-        if id == next {
-            self.who.push(who);
-        }
         Wake {
             sample,
-            who: id,
+            who: self.who.id(&who),
             time_ns: w.time_ns,
         }
     }
 
     /// The waker of row `r`.
     fn waker(&self, r: &Wake) -> Waker {
-        let who = self.who.get(r.who as usize).copied().unwrap_or(Who {
+        let who = self.who.get(r.who).copied().unwrap_or(Who {
             pid: 0,
             tid: 0,
             stack: Leaf::NONE,
@@ -115,7 +107,6 @@ impl WakerTable {
         WakerTable {
             rows: Vec::new(),
             who: self.who.clone(),
-            who_ids: self.who_ids.clone(),
         }
     }
 }
@@ -698,12 +689,12 @@ mod tests {
         .into_iter()
         .collect();
         // Two rows, one distinct waker.
-        assert_eq!((a.wakers.rows.len(), a.wakers.who.len()), (2, 1));
+        assert_eq!((a.wakers.rows.len(), a.wakers.who.items().len()), (2, 1));
         let b: Samples = [(s(3), Some(by(5, 12))), (s(4), Some(by(2, 13)))]
             .into_iter()
             .collect();
         a.append(b);
-        assert_eq!(a.wakers.who.len(), 2);
+        assert_eq!(a.wakers.who.items().len(), 2);
         let want = [
             (0, by(2, 10)),
             (1, by(2, 11)),
@@ -715,7 +706,7 @@ mod tests {
         assert_eq!(a.waker(2), Some(by(7, 14)));
         a.map_wakers(|w| Waker { tid: 9, ..w });
         assert!(a.wakers().all(|(_, w)| w.tid == 9));
-        assert_eq!(a.wakers.who.len(), 1);
+        assert_eq!(a.wakers.who.items().len(), 1);
         // Equality does not depend on how the table is numbered.
         let c: Samples = a.iter_woken().collect();
         assert_eq!(a, c);

@@ -24,6 +24,7 @@ use serde_json::Value;
 use crate::analyse::{FastMap, WaitCategory};
 use crate::export::JsonItems;
 use crate::export::folded::off_cpu_frame;
+use crate::interned::Interned;
 use crate::profile::{FrameKind, SampledProfile};
 
 /// The categories, by name, in the order they are registered.
@@ -130,17 +131,13 @@ pub fn label(function: &str, file: Option<&str>) -> String {
 /// One thread's tables: strings, functions, frames and stacks.
 #[derive(Debug, Default)]
 pub struct Tables {
-    strings: Vec<String>,
-    string_ids: HashMap<String, u32>,
+    strings: Interned<String>,
     /// Function → its name (a string).
-    funcs: Vec<u32>,
-    func_ids: HashMap<u32, u32>,
+    funcs: Interned<u32>,
     /// Frame → (function, category).
-    frames: Vec<(u32, Cat)>,
-    frame_ids: HashMap<(u32, Cat), u32>,
+    frames: Interned<(u32, Cat)>,
     /// Stack → (prefix, frame).
-    stacks: Vec<(Option<u32>, u32)>,
-    stack_ids: HashMap<(Option<u32>, u32), u32>,
+    stacks: Interned<(Option<u32>, u32)>,
     /// Recorded frame → its frame here (none when out of range).
     recorded: HashMap<u32, Option<u32>>,
     /// (leaf node, off-CPU category) → the stack.
@@ -150,29 +147,13 @@ pub struct Tables {
 impl Tables {
     /// The index of string `s` in the thread's `stringArray`.
     pub fn string(&mut self, s: &str) -> u32 {
-        if let Some(&i) = self.string_ids.get(s) {
-            return i;
-        }
-        let i = self.strings.len() as u32;
-        self.strings.push(s.to_string());
-        self.string_ids.insert(s.to_string(), i);
-        i
+        self.strings.id(s)
     }
 
     /// The frame labelled `text` in category `cat`.
     fn frame(&mut self, text: &str, cat: Cat) -> u32 {
-        let name = self.string(text);
-        let next = self.funcs.len() as u32;
-        let func = *self.func_ids.entry(name).or_insert(next);
-        if func == next {
-            self.funcs.push(name);
-        }
-        let next = self.frames.len() as u32;
-        let frame = *self.frame_ids.entry((func, cat)).or_insert(next);
-        if frame == next {
-            self.frames.push((func, cat));
-        }
-        frame
+        let func = self.funcs.id(&self.strings.id(text));
+        self.frames.id(&(func, cat))
     }
 
     /// The frame of recorded frame `f` (none when out of range).
@@ -209,12 +190,7 @@ impl Tables {
         }
         let mut prefix = None;
         for frame in frames {
-            let next = self.stacks.len() as u32;
-            let s = *self.stack_ids.entry((prefix, frame)).or_insert(next);
-            if s == next {
-                self.stacks.push((prefix, frame));
-            }
-            prefix = Some(s);
+            prefix = Some(self.stacks.id(&(prefix, frame)));
         }
         // Never none: `frames` holds at least one frame.
         let s = prefix.unwrap_or(0);
@@ -225,36 +201,34 @@ impl Tables {
     /// Write the tables as the thread's `frameTable`, `funcTable`, `stackTable` and
     /// `stringArray` entries (each followed by a comma).
     pub fn write(&self, out: &mut impl Write) -> io::Result<()> {
-        let n = self.frames.len();
+        let (frames, funcs, stacks) =
+            (self.frames.items(), self.funcs.items(), self.stacks.items());
+        let n = frames.len();
         write!(out, "\"frameTable\":{{\"length\":{n},")?;
         column(out, "address", (0..n).map(|_| -1i64))?;
         column(out, "inlineDepth", (0..n).map(|_| 0u32))?;
-        column(out, "category", self.frames.iter().map(|f| f.1.category))?;
-        column(
-            out,
-            "subcategory",
-            self.frames.iter().map(|f| f.1.subcategory),
-        )?;
-        column(out, "func", self.frames.iter().map(|f| f.0))?;
+        column(out, "category", frames.iter().map(|f| f.1.category))?;
+        column(out, "subcategory", frames.iter().map(|f| f.1.subcategory))?;
+        column(out, "func", frames.iter().map(|f| f.0))?;
         column(out, "nativeSymbol", (0..n).map(|_| ()))?;
         column(out, "innerWindowID", (0..n).map(|_| 0u32))?;
         column(out, "line", (0..n).map(|_| ()))?;
         last_column(out, "column", (0..n).map(|_| ()))?;
-        let n = self.funcs.len();
+        let n = funcs.len();
         write!(out, "}},\"funcTable\":{{\"length\":{n},")?;
-        column(out, "name", self.funcs.iter().copied())?;
+        column(out, "name", funcs.iter().copied())?;
         column(out, "isJS", (0..n).map(|_| false))?;
         column(out, "relevantForJS", (0..n).map(|_| false))?;
         column(out, "resource", (0..n).map(|_| -1i64))?;
         column(out, "fileName", (0..n).map(|_| ()))?;
         column(out, "lineNumber", (0..n).map(|_| ()))?;
         last_column(out, "columnNumber", (0..n).map(|_| ()))?;
-        let n = self.stacks.len();
+        let n = stacks.len();
         write!(out, "}},\"stackTable\":{{\"length\":{n},")?;
-        column(out, "prefix", self.stacks.iter().map(|s| s.0))?;
-        last_column(out, "frame", self.stacks.iter().map(|s| s.1))?;
+        column(out, "prefix", stacks.iter().map(|s| s.0))?;
+        last_column(out, "frame", stacks.iter().map(|s| s.1))?;
         out.write_all(b"},")?;
-        last_column(out, "stringArray", self.strings.iter())?;
+        last_column(out, "stringArray", self.strings.items().iter())?;
         out.write_all(b",")
     }
 }
