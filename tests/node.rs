@@ -47,9 +47,11 @@ fn a_node_program_s_hot_javascript_function_is_named_with_its_file_and_line() {
         }
     }
     let d = tempfile::tempdir().expect("tmp");
+    let cwd = tempfile::tempdir().expect("tmp");
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/js/hot.js");
     let since = SystemTime::now();
     profmap()
+        .current_dir(cwd.path())
         .args(["run", "-q", "--runs", "1", "--warmup", "0", "--out"])
         .arg(d.path())
         .arg("--")
@@ -80,6 +82,14 @@ fn a_node_program_s_hot_javascript_function_is_named_with_its_file_and_line() {
     let warnings = r["warnings"].to_string();
     assert!(warnings.contains("NODE_OPTIONS"), "{warnings}");
     assert!(maps_since(since).is_empty(), "{:?}", maps_since(since));
+    // Nothing is left in the folder the program ran in (`--perf-basic-prof` alone makes
+    // V8 write an isolate-*-v8.log there).
+    let left: Vec<_> = std::fs::read_dir(cwd.path())
+        .expect("cwd")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
     // The flags are the profiled run's only: the baseline measures the program as it is.
     let log = std::fs::read_to_string(d.path().join("run.log")).expect("run.log");
     let (baseline, profiled) = log

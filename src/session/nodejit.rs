@@ -1,8 +1,12 @@
 //! Names for a Node.js program's JavaScript in the profiled run.
 //!
 //! V8 compiles JavaScript into anonymous memory: without help its code is
-//! `[unknown]+0x7f…` and a hot JS function is an address. With `--perf-basic-prof` V8
-//! writes `/tmp/perf-PID.map` (read by `symbolize::perfmap`, as perf reads it), and with
+//! `[unknown]+0x7f…` and a hot JS function is an address. With
+//! `--perf-basic-prof-only-functions` V8 writes `/tmp/perf-PID.map` with its JavaScript
+//! functions (read by `symbolize::perfmap`, as perf reads it; V8's builtins are named by
+//! the node binary's own symbols). Not `--perf-basic-prof`: that one also writes an
+//! `isolate-…-v8.log` into the program's working folder, and the flags that would send
+//! it elsewhere are not allowed in `NODE_OPTIONS`. With
 //! `--interpreted-frames-native-stack` functions still in the interpreter get a frame
 //! of their own instead of `Builtins_InterpreterEntryTrampoline`. So when the target is
 //! `node` (or `nodejs`) 16 or newer, the profiled run — not the baseline's runs, which
@@ -25,7 +29,7 @@ use std::time::SystemTime;
 use crate::plan::TargetSpec;
 
 /// The flags added to `NODE_OPTIONS`.
-pub const FLAGS: &str = "--perf-basic-prof --interpreted-frames-native-stack";
+pub const FLAGS: &str = "--perf-basic-prof-only-functions --interpreted-frames-native-stack";
 
 /// The oldest Node whose `NODE_OPTIONS` takes both flags (checked: 16).
 const MIN_MAJOR: u32 = 16;
