@@ -21,6 +21,7 @@ pub mod export;
 pub mod instrument;
 pub mod interned;
 pub mod measure;
+pub mod packed;
 pub mod plan;
 pub mod profile;
 pub mod report;

@@ -71,10 +71,11 @@
 
 use std::collections::HashMap;
 
-use crate::profile::{FrameKind, SampleKind, SampledProfile, Samples, WaitState};
+use crate::profile::{FrameKind, SampleKind, SampledProfile, Samples, WaitState, Waker};
 
 use super::FastMap;
 use super::classify::WaitCategory;
+use super::seek;
 
 /// A burst of running that no sample covered is given to the switch-out that ends it
 /// when that comes within this long.
@@ -125,17 +126,14 @@ pub struct CriticalPath {
     pub followed_ns: u64,
 }
 
-/// One off-CPU interval of a thread's line: 8 bytes, a handle on its sample and on its
-/// row of the wakers table (there is one per off-CPU sample, often most of a busy
-/// program's samples: its times and its wake-up are read from the profile, not copied
-/// beside it — 32 bytes when they were).
+/// One off-CPU interval of a thread's line: 4 bytes, a handle on its sample (there is
+/// one per off-CPU sample, often most of a busy program's samples: its times and its
+/// wake-up are read from the profile, not copied beside it — 32 bytes when they were).
 #[derive(Debug, Clone, Copy)]
 struct Off {
     /// The sample's index in the low [`Off::INDEX_BITS`] bits, `WOKEN`, `LOCK` and
     /// `PREEMPTED` above them.
     sample_flags: u32,
-    /// The wake-up's row in the profile's wakers table, when `WOKEN`.
-    waker_row: u32,
 }
 
 impl Off {
@@ -156,8 +154,7 @@ impl Off {
 
     /// When the interval ended.
     fn end(&self, s: &Samples) -> u64 {
-        let x = s.at(self.sample());
-        x.time_ns.saturating_add(x.weight_ns)
+        s.end_ns(self.sample())
     }
 
     /// Waker tid and the wake-up time.
@@ -165,7 +162,7 @@ impl Off {
         if self.sample_flags & Off::WOKEN == 0 {
             return None;
         }
-        s.waker_at(self.waker_row).map(|w| (w.tid, w.time_ns))
+        s.waker(self.sample()).map(|w| (w.tid, w.time_ns))
     }
 
     fn lock(&self) -> bool {
@@ -264,17 +261,16 @@ pub fn is_interrupt_wake(p: &SampledProfile, stack: Option<u32>) -> bool {
 /// wait is one a thread ends: not a self-wake, not a wait ended by hardware (a sleep's
 /// timer, a disk, a page fault: whoever was on the CPU), not from an interrupt.
 pub fn followed_waker(p: &SampledProfile, i: usize, category: WaitCategory) -> Option<(i32, u64)> {
-    let w = p.samples.waker_at(followed_row(p, i, category)?)?;
+    let w = followed(p, i, category)?;
     Some((w.tid, w.time_ns))
 }
 
-/// The row of the wakers table of [`followed_waker`]'s wake-up.
-fn followed_row(p: &SampledProfile, i: usize, category: WaitCategory) -> Option<u32> {
-    let s = p.samples.get(i)?;
+/// The wake-up of [`followed_waker`].
+fn followed(p: &SampledProfile, i: usize, category: WaitCategory) -> Option<Waker> {
+    let (s, w) = p.samples.woken(i)?;
+    let w = w?;
     let hardware = ended_by_hardware(category);
-    let row = p.samples.waker_row(i)?;
-    let w = p.samples.waker_at(row)?;
-    (w.tid != s.tid && !hardware && !is_interrupt_wake(p, w.stack)).then_some(row)
+    (w.tid != s.tid && !hardware && !is_interrupt_wake(p, w.stack)).then_some(w)
 }
 
 /// A wait of this kind is ended by hardware (a sleep's timer, a disk, a page fault),
@@ -316,6 +312,7 @@ pub fn critical_path(
         unsampled: HashMap::new(),
         retries: FastMap::default(),
         sites: FastMap::default(),
+        hints: FastMap::default(),
         silent: (p.threads.iter())
             .filter(|t| !lines.contains_key(&t.tid))
             .map(|t| (t.tid, t.pid))
@@ -416,10 +413,7 @@ fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> Fa
             SampleKind::OnCpu => line.on.push(i as u32),
             SampleKind::OffCpu { .. } => {
                 let cat = category(i);
-                let row = followed_row(p, i, cat);
-                let waker = row
-                    .and_then(|r| p.samples.waker_at(r))
-                    .map(|w| (w.tid, w.time_ns));
+                let waker = followed(p, i, cat).map(|w| (w.tid, w.time_ns));
                 let lock = cat == WaitCategory::Lock;
                 if let Some((w, t)) = waker {
                     let e = wakes.entry(w).or_insert((t, t));
@@ -435,7 +429,6 @@ fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> Fa
                         | flag(waker.is_some(), Off::WOKEN)
                         | flag(lock, Off::LOCK)
                         | flag(cat == WaitCategory::Runqueue, Off::PREEMPTED),
-                    waker_row: row.unwrap_or(0),
                 });
             }
         }
@@ -493,7 +486,21 @@ struct Walk<'a, 'c> {
     /// Threads of the tree with no line (no sample at all: they ran briefly and never
     /// blocked), by tid: their pid.
     silent: FastMap<i32, i32>,
+    /// Per thread, where the last searches of its line ended (see `seek`).
+    hints: FastMap<i32, Hints>,
     work: Vec<Work>,
+}
+
+/// Where the last searches of a thread's line ended: the walk moves forward in time,
+/// so the next answer is near.
+#[derive(Debug, Clone, Copy, Default)]
+struct Hints {
+    /// In its on-CPU samples.
+    on: usize,
+    /// In its off-CPU intervals, by end.
+    off_end: usize,
+    /// In its off-CPU intervals, by start.
+    off_start: usize,
 }
 
 /// The wait that ends a run of retried waits: a thread of the tree ended it.
@@ -603,12 +610,17 @@ impl Walk<'_, '_> {
             self.cp.unattributed_ns += hi - cut;
             hi = cut;
         }
-        let frame = (lo < hi).then(|| Frame {
-            item,
-            lo,
-            hi,
-            t: lo,
-            next: line.off.partition_point(|o| o.end(&self.p.samples) <= lo),
+        let s = &self.p.samples;
+        let hint = self.hints.entry(tid).or_default();
+        let frame = (lo < hi).then(|| {
+            hint.off_end = seek::partition_from(&line.off, hint.off_end, |o| o.end(s) <= lo);
+            Frame {
+                item,
+                lo,
+                hi,
+                t: lo,
+                next: hint.off_end,
+            }
         });
         match before {
             Some(w) => {
@@ -680,7 +692,9 @@ impl Walk<'_, '_> {
         }
         if hi > f.t {
             // The burst goes on past `hi`: it ends at the thread's next switch-out.
-            let next = line.off.partition_point(|o| o.start(s) < hi);
+            let hint = self.hints.entry(tid).or_default();
+            hint.off_start = seek::partition_from(&line.off, hint.off_start, |o| o.start(s) < hi);
+            let next = hint.off_start;
             let ends = line
                 .off
                 .get(next)
@@ -870,9 +884,9 @@ impl Walk<'_, '_> {
         let mut covered = 0;
         let mut covered_lock = 0;
         let samples = &self.p.samples;
-        let from = line
-            .on
-            .partition_point(|&i| samples.time_ns(i as usize) <= a);
+        let hint = self.hints.entry(tid).or_default();
+        hint.on = seek::partition_from(&line.on, hint.on, |&i| samples.time_ns(i as usize) <= a);
+        let from = hint.on;
         for &i in &line.on[from..] {
             let i = i as usize;
             let x = samples.at(i);

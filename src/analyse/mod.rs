@@ -30,6 +30,7 @@ mod ownframe;
 mod percat;
 pub mod resources;
 pub mod roles;
+mod seek;
 mod spread;
 mod stepres;
 pub mod steps;

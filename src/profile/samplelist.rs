@@ -1,158 +1,168 @@
-//! The samples' own list, held as columns: 21 bytes a sample instead of the 32 of a
-//! `ThreadSample` in a `Vec`, read back by value.
+//! The samples' own list, each with the wake-up that ended it, held as bit-packed
+//! columns (`crate::packed`): 7–12 bytes a sample on real recordings instead of the 32
+//! of a `ThreadSample` in a `Vec` and the 16 of a wake-up row, read back by value in
+//! constant time.
 //!
 //! The columns: the sample's thread as an index into a table of the distinct
-//! (pid, tid) (4 bytes), its time (8), its stack (4), its weight (4) and its kind (1).
-//! A weight needs 8 bytes only for off-CPU intervals of 4.3 s or more: the column holds
-//! `u32::MAX` for those, and the weight is in `long`, by sample index.
+//! (pid, tid), its time, its stack (`leaf + 1`, 0 for none), its weight, its kind
+//! (`SampleKind::code`), its waker as an index into a table of the distinct waking
+//! (pid, tid, stack) (`index + 1`, 0 for none) and the wake-up's time as a zigzag
+//! difference from the sample's. Neighbouring samples share a thread, have close times
+//! and repeat the sampling period; on-CPU samples have no waker: a block of them packs
+//! into a few bits a column.
 //!
-//! Invariants: every column has one entry a sample; each `thread` entry is an index of
-//! `threads`; `long`
-//! is ascending by sample index, one entry for each sample whose `weight` is
-//! `u32::MAX`, and only for those.
+//! Invariants: each row's thread entry is an index of `threads`; each non-zero waker
+//! entry is one more than an index of `wakers`.
 
-use super::{Leaf, SampleKind, ThreadSample, WaitState};
+use super::{Leaf, SampleKind, ThreadSample, Waker, Woken};
 use crate::interned::Interned;
+use crate::packed::Packed;
 
-/// The weight column's mark for "the weight is in `long`".
-const LONG: u32 = u32::MAX;
+/// The columns of a row.
+const THREAD: usize = 0;
+const TIME: usize = 1;
+const WEIGHT: usize = 3;
+const WHO: usize = 5;
+const WAKE: usize = 6;
 
-/// The kinds by their code (`SampleKind::code`).
-const KINDS: [SampleKind; 5] = [
-    SampleKind::OnCpu,
-    SampleKind::OffCpu {
-        state: WaitState::Sleeping,
-    },
-    SampleKind::OffCpu {
-        state: WaitState::Uninterruptible,
-    },
-    SampleKind::OffCpu {
-        state: WaitState::Preempted,
-    },
-    SampleKind::OffCpu {
-        state: WaitState::Other,
-    },
-];
+/// A waking thread with its stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Who {
+    pid: i32,
+    tid: i32,
+    stack: Leaf,
+}
 
-/// Samples as columns, in the order pushed.
+/// Samples with their wakers as packed columns, in the order pushed.
 #[derive(Debug, Clone, Default)]
 pub struct SampleList {
-    thread: Vec<u32>,
-    time_ns: Vec<u64>,
-    stack: Vec<Leaf>,
-    weight: Vec<u32>,
-    kind: Vec<u8>,
-    /// Weights of `LONG` and above: (sample index, weight), ascending by index.
-    long: Vec<(u32, u64)>,
+    rows: Packed<7>,
     /// The distinct (pid, tid).
     threads: Interned<(i32, i32)>,
+    /// The distinct wakers.
+    wakers: Interned<Who>,
 }
 
 impl PartialEq for SampleList {
     fn eq(&self, other: &SampleList) -> bool {
-        self.iter().eq(other.iter())
+        self.iter_woken().eq(other.iter_woken())
     }
 }
 
 impl SampleList {
     /// The number of samples.
     pub fn len(&self) -> usize {
-        self.time_ns.len()
+        self.rows.len()
     }
 
     /// Whether there is none.
     pub fn is_empty(&self) -> bool {
-        self.time_ns.is_empty()
+        self.rows.is_empty()
     }
 
-    /// Append `s`.
-    pub fn push(&mut self, s: ThreadSample) {
-        let i = self.len();
+    /// Append `s`, ended by `waker` if any.
+    pub fn push(&mut self, s: ThreadSample, waker: Option<Waker>) {
+        let row = self.row(&s, waker);
+        self.rows.push(row);
+    }
+
+    /// The packed row of `s` and its waker, both interned.
+    fn row(&mut self, s: &ThreadSample, waker: Option<Waker>) -> [u64; 7] {
         let thread = self.thread_id(s.pid, s.tid);
-        self.thread.push(thread);
-        self.time_ns.push(s.time_ns);
-        self.stack.push(s.stack);
-        self.kind.push(s.kind.code());
-        let weight = self.weight_entry(i, s.weight_ns);
-        self.weight.push(weight);
+        let (who, wake) = match waker {
+            Some(w) => {
+                let who = Who {
+                    pid: w.pid,
+                    tid: w.tid,
+                    stack: Leaf::new(w.stack),
+                };
+                let d = w.time_ns.wrapping_sub(s.time_ns) as i64;
+                (u64::from(self.wakers.id(&who)) + 1, zigzag(d))
+            }
+            None => (0, 0),
+        };
+        [
+            u64::from(thread),
+            s.time_ns,
+            s.stack.get().map_or(0, |x| u64::from(x) + 1),
+            s.weight_ns,
+            u64::from(s.kind.code()),
+            who,
+            wake,
+        ]
     }
 
     /// The index of thread (pid, tid), added on first use.
     fn thread_id(&mut self, pid: i32, tid: i32) -> u32 {
         // Neighbouring samples are often of one thread.
-        if let Some(&last) = self.thread.last()
-            && self.threads.get(last) == Some(&(pid, tid))
+        if let Some(last) = self.rows.column(self.len().wrapping_sub(1), THREAD)
+            && self.threads.get(last as u32) == Some(&(pid, tid))
         {
-            return last;
+            return last as u32;
         }
         self.threads.id(&(pid, tid))
-    }
-
-    /// The weight column's entry for `weight_ns` of sample `i`, which must be past
-    /// every sample of `long` (the long weight is appended there).
-    fn weight_entry(&mut self, i: usize, weight_ns: u64) -> u32 {
-        match u32::try_from(weight_ns) {
-            Ok(w) if w != LONG => w,
-            _ => {
-                self.long.push((i as u32, weight_ns));
-                LONG
-            }
-        }
     }
 
     /// Sample `i`; `None` past the end.
     #[inline]
     pub fn get(&self, i: usize) -> Option<ThreadSample> {
-        Some(self.sample(
-            i,
-            *self.thread.get(i)?,
-            *self.time_ns.get(i)?,
-            *self.stack.get(i)?,
-            *self.weight.get(i)?,
-            *self.kind.get(i)?,
-        ))
+        Some(self.sample(&self.rows.get(i)?))
     }
 
-    /// Sample `i` from its columns' entries.
+    /// Sample `i` with its waker; `None` past the end.
+    pub fn get_woken(&self, i: usize) -> Option<Woken> {
+        let r = self.rows.get(i)?;
+        Some((self.sample(&r), self.waker_of(&r)))
+    }
+
+    /// The sample of a packed row.
     #[inline]
-    fn sample(
-        &self,
-        i: usize,
-        thread: u32,
-        time_ns: u64,
-        stack: Leaf,
-        weight: u32,
-        kind: u8,
-    ) -> ThreadSample {
-        let (pid, tid) = self.threads.get(thread).copied().unwrap_or((0, 0));
+    fn sample(&self, &[thread, time_ns, stack, weight_ns, kind, ..]: &[u64; 7]) -> ThreadSample {
+        let (pid, tid) = (self.threads.get(thread as u32).copied()).unwrap_or((0, 0));
         ThreadSample {
             pid,
             tid,
             time_ns,
-            stack,
-            weight_ns: if weight == LONG {
-                self.long_weight(i)
-            } else {
-                u64::from(weight)
-            },
-            kind: KINDS
-                .get(kind as usize)
-                .copied()
-                .unwrap_or(SampleKind::OnCpu),
+            stack: leaf(stack),
+            weight_ns,
+            kind: SampleKind::from_code(kind as u8).unwrap_or(SampleKind::OnCpu),
         }
+    }
+
+    /// The waker of a packed row.
+    fn waker_of(&self, r: &[u64; 7]) -> Option<Waker> {
+        self.waker_from(r[WHO], r[TIME], r[WAKE])
+    }
+
+    /// The waker of a row's waker, time and wake-up entries.
+    #[inline]
+    fn waker_from(&self, who: u64, time_ns: u64, wake: u64) -> Option<Waker> {
+        let who = *self.wakers.get(who.checked_sub(1)? as u32)?;
+        Some(Waker {
+            pid: who.pid,
+            tid: who.tid,
+            time_ns: time_ns.wrapping_add(unzigzag(wake) as u64),
+            stack: who.stack.get(),
+        })
+    }
+
+    /// The wake-up that ended sample `i`, when one was recorded.
+    #[inline]
+    pub fn waker(&self, i: usize) -> Option<Waker> {
+        let [who, time, wake] = self.rows.fields(i, [WHO, TIME, WAKE])?;
+        self.waker_from(who, time, wake)
+    }
+
+    /// When sample `i` ended: its time plus its weight (0 past the end).
+    #[inline]
+    pub fn end_ns(&self, i: usize) -> u64 {
+        (self.rows.fields(i, [TIME, WEIGHT])).map_or(0, |[t, w]| t.saturating_add(w))
     }
 
     /// The time of sample `i` (0 past the end).
     #[inline]
     pub fn time_ns(&self, i: usize) -> u64 {
-        self.time_ns.get(i).copied().unwrap_or(0)
-    }
-
-    /// The weight of sample `i`, whose column entry is `LONG`.
-    #[cold]
-    fn long_weight(&self, i: usize) -> u64 {
-        let k = self.long.binary_search_by_key(&(i as u32), |l| l.0);
-        k.map_or(u64::from(LONG), |k| self.long[k].1)
+        self.rows.column(i, TIME).unwrap_or(0)
     }
 
     /// Sample `i`; panics past the end, as indexing does.
@@ -167,45 +177,32 @@ impl SampleList {
     pub fn iter(
         &self,
     ) -> impl DoubleEndedIterator<Item = ThreadSample> + ExactSizeIterator + Clone + '_ {
-        let n = self.len();
-        (self.thread[..n].iter())
-            .zip(&self.time_ns[..n])
-            .zip(&self.stack[..n])
-            .zip(&self.weight[..n])
-            .zip(&self.kind[..n])
-            .enumerate()
-            .map(|(i, ((((&t, &tm), &st), &w), &k))| self.sample(i, t, tm, st, w, k))
+        self.rows.iter().map(|r| self.sample(&r))
     }
 
-    /// Replace sample `i` with `s` (nothing past the end).
-    fn set(&mut self, i: usize, s: ThreadSample) {
-        if i >= self.len() {
-            return;
-        }
-        self.thread[i] = self.thread_id(s.pid, s.tid);
-        self.time_ns[i] = s.time_ns;
-        self.stack[i] = s.stack;
-        self.kind[i] = s.kind.code();
-        let at = self.long.binary_search_by_key(&(i as u32), |l| l.0);
-        match (u32::try_from(s.weight_ns), at) {
-            (Ok(w), Ok(k)) if w != LONG => {
-                self.long.remove(k);
-                self.weight[i] = w;
-            }
-            (Ok(w), Err(_)) if w != LONG => self.weight[i] = w,
-            (_, Ok(k)) => self.long[k].1 = s.weight_ns,
-            (_, Err(k)) => {
-                self.long.insert(k, (i as u32, s.weight_ns));
-                self.weight[i] = LONG;
-            }
-        }
+    /// The samples with their wakers, in order.
+    pub fn iter_woken(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = Woken> + ExactSizeIterator + Clone + '_ {
+        self.rows
+            .iter()
+            .map(|r| (self.sample(&r), self.waker_of(&r)))
     }
 
-    /// Change sample `i` with `f` (nothing past the end).
+    /// Change sample `i` with `f`, its waker kept (nothing past the end).
     pub fn update(&mut self, i: usize, f: impl FnOnce(&mut ThreadSample)) {
-        if let Some(mut s) = self.get(i) {
+        if let Some((mut s, w)) = self.get_woken(i) {
             f(&mut s);
-            self.set(i, s);
+            let row = self.row(&s, w);
+            self.rows.set(i, row);
+        }
+    }
+
+    /// Set or clear the wake-up that ended sample `i` (nothing past the end).
+    pub fn set_waker(&mut self, i: usize, waker: Option<Waker>) {
+        if let Some(s) = self.get(i) {
+            let row = self.row(&s, waker);
+            self.rows.set(i, row);
         }
     }
 
@@ -216,92 +213,77 @@ impl SampleList {
         }
     }
 
+    /// Change every recorded wake-up with `f`.
+    pub fn map_wakers(&mut self, mut f: impl FnMut(Waker) -> Waker) {
+        let old = std::mem::take(&mut self.wakers);
+        for i in 0..self.len() {
+            let Some(r) = self.rows.get(i) else { break };
+            let Some(who) = r[WHO].checked_sub(1).and_then(|k| old.get(k as u32)) else {
+                continue;
+            };
+            let w = Waker {
+                pid: who.pid,
+                tid: who.tid,
+                time_ns: r[TIME].wrapping_add(unzigzag(r[WAKE]) as u64),
+                stack: who.stack.get(),
+            };
+            let row = self.row(&self.sample(&r), Some(f(w)));
+            self.rows.set(i, row);
+        }
+    }
+
     /// Keep the samples whose index `keep` says to, in order; each kept one's new
     /// index is the number kept before it.
     pub fn retain_index(&mut self, keep: impl Fn(usize) -> bool) {
-        fn col<T>(v: &mut Vec<T>, keep: &impl Fn(usize) -> bool) {
-            let mut i = 0;
-            v.retain(|_| {
-                i += 1;
-                keep(i - 1)
-            });
-        }
-        // The long weights first: a kept one's new index is the count kept before it.
-        let (mut kept_before, mut next) = (0u32, 0usize);
-        self.long = (std::mem::take(&mut self.long).into_iter())
-            .filter_map(|(old, w)| {
-                while next < old as usize {
-                    kept_before += u32::from(keep(next));
-                    next += 1;
-                }
-                keep(old as usize).then_some((kept_before, w))
-            })
-            .collect();
-        col(&mut self.thread, &keep);
-        col(&mut self.time_ns, &keep);
-        col(&mut self.stack, &keep);
-        col(&mut self.weight, &keep);
-        col(&mut self.kind, &keep);
+        self.rows.retain_index(keep);
     }
 
     /// Put the samples in the order `new_of` gives (sample `i` goes to `new_of[i]`, a
-    /// permutation), in place.
-    pub fn permute(&mut self, mut new_of: Vec<u32>) {
-        for l in &mut self.long {
-            l.0 = new_of.get(l.0 as usize).copied().unwrap_or(l.0);
-        }
-        self.long.sort_unstable_by_key(|l| l.0);
-        // Each swap puts one sample where it belongs.
-        for i in 0..new_of.len().min(self.len()) {
-            while new_of[i] as usize != i {
-                let j = new_of[i] as usize;
-                if j >= self.len() || new_of[j] as usize == j {
-                    break; // not a permutation: leave the rest as it is
-                }
-                self.thread.swap(i, j);
-                self.time_ns.swap(i, j);
-                self.stack.swap(i, j);
-                self.weight.swap(i, j);
-                self.kind.swap(i, j);
-                new_of.swap(i, j);
-            }
-        }
+    /// permutation; anything else leaves them as they are).
+    pub fn permute(&mut self, new_of: &[u32]) {
+        self.rows.permute(new_of);
     }
 
     /// Keep the first `n` samples.
     pub fn truncate(&mut self, n: usize) {
-        self.thread.truncate(n);
-        self.time_ns.truncate(n);
-        self.stack.truncate(n);
-        self.weight.truncate(n);
-        self.kind.truncate(n);
-        let keep = self.long.partition_point(|l| (l.0 as usize) < n);
-        self.long.truncate(keep);
+        self.rows.truncate(n);
     }
 
     /// Room for `n` more samples.
     pub fn reserve(&mut self, n: usize) {
-        self.thread.reserve(n);
-        self.time_ns.reserve(n);
-        self.stack.reserve(n);
-        self.weight.reserve(n);
-        self.kind.reserve(n);
+        self.rows.reserve(n);
     }
 
-    /// Give back the memory the growing columns kept spare.
+    /// Give back the memory kept spare for growth.
     pub fn shrink_to_fit(&mut self) {
-        self.thread.shrink_to_fit();
-        self.time_ns.shrink_to_fit();
-        self.stack.shrink_to_fit();
-        self.weight.shrink_to_fit();
-        self.kind.shrink_to_fit();
-        self.long.shrink_to_fit();
+        self.rows.shrink_to_fit();
     }
+
+    /// How many distinct wakers the table holds.
+    #[cfg(test)]
+    pub(super) fn distinct_wakers(&self) -> usize {
+        self.wakers.items().len()
+    }
+}
+
+/// The leaf of a stack column's entry.
+fn leaf(stack: u64) -> Leaf {
+    Leaf::new(u32::try_from(stack).ok().and_then(|x| x.checked_sub(1)))
+}
+
+/// `d` with its sign in the lowest bit, so that small differences either way are small.
+fn zigzag(d: i64) -> u64 {
+    ((d << 1) ^ (d >> 63)) as u64
+}
+
+fn unzigzag(z: u64) -> i64 {
+    ((z >> 1) as i64) ^ -((z & 1) as i64)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::WaitState;
 
     /// Sample `i`: thread `i % 3`, an off-CPU interval of 2^32 + i ns for every
     /// fourth, else i ns on-CPU.
@@ -326,7 +308,7 @@ mod tests {
     fn list(n: u64) -> SampleList {
         let mut l = SampleList::default();
         for i in 0..n {
-            l.push(sample(i));
+            l.push(sample(i), None);
         }
         l
     }
@@ -336,19 +318,21 @@ mod tests {
         let l = list(20);
         assert_eq!(l.len(), 20);
         assert!(l.iter().eq((0..20).map(sample)));
-        assert_eq!((l.threads.items().len(), l.long.len()), (3, 5));
+        assert_eq!(l.threads.items().len(), 3);
         assert_eq!(l.get(20), None);
-        // u32::MAX itself is the column's mark: it is held as a long weight.
         let mut m = SampleList::default();
-        m.push(ThreadSample {
-            weight_ns: u64::from(u32::MAX),
-            ..sample(1)
-        });
+        m.push(
+            ThreadSample {
+                weight_ns: u64::from(u32::MAX),
+                ..sample(1)
+            },
+            None,
+        );
         assert_eq!(m.at(0).weight_ns, u64::from(u32::MAX));
     }
 
     #[test]
-    fn changes_move_weights_between_the_column_and_the_long_table() {
+    fn changes_of_any_size_come_back() {
         let mut l = list(8);
         l.update(1, |s| s.weight_ns = 5 << 32);
         l.update(0, |s| s.weight_ns = 7);
@@ -356,27 +340,81 @@ mod tests {
         l.update(99, |s| s.weight_ns = 1);
         let w: Vec<u64> = l.iter().map(|s| s.weight_ns).collect();
         assert_eq!(w, [7, 5 << 32, 2, 3, 9 << 32, 5, 6, 7]);
-        assert!(l.long.windows(2).all(|p| p[0].0 < p[1].0));
         l.for_each_mut(|s| s.tid = 99);
         assert!(l.iter().all(|s| s.tid == 99 && s.pid == 10));
     }
 
     #[test]
-    fn retain_permute_and_truncate_keep_long_weights_with_their_samples() {
+    fn retain_permute_and_truncate_keep_each_sample_whole() {
         let mut l = list(13);
         l.retain_index(|i| i % 2 == 0);
         let want: Vec<ThreadSample> = (0..13).filter(|i| i % 2 == 0).map(sample).collect();
         assert!(l.iter().eq(want.iter().copied()));
         // Reverse them.
         let n = l.len() as u32;
-        l.permute((0..n).map(|i| n - 1 - i).collect());
+        l.permute(&(0..n).map(|i| n - 1 - i).collect::<Vec<_>>());
         assert!(l.iter().eq(want.iter().rev().copied()));
         l.truncate(3);
         assert!(l.iter().eq(want.iter().rev().take(3).copied()));
-        assert!(l.long.iter().all(|x| (x.0 as usize) < 3));
         // Not a permutation: no panic, no endless loop.
-        l.permute(vec![7, 7, 7]);
-        l.permute(vec![1, 1, 1]);
+        l.permute(&[7, 7, 7]);
+        l.permute(&[1, 1, 1]);
         assert_eq!(l.len(), 3);
+    }
+
+    #[test]
+    fn samples_over_many_blocks_read_and_change() {
+        let n = 5 * crate::packed::BLOCK as u64 + 9;
+        let mut l = list(n);
+        assert!(l.iter().eq((0..n).map(sample)));
+        assert_eq!(l.time_ns(300), 300_000);
+        l.update(300, |s| {
+            s.stack = Leaf::NONE;
+            s.weight_ns = u64::MAX;
+            s.tid = 77;
+        });
+        let s = l.at(300);
+        assert_eq!((s.stack, s.weight_ns, s.tid), (Leaf::NONE, u64::MAX, 77));
+        assert_eq!(l.at(301), sample(301));
+    }
+
+    #[test]
+    fn wakers_come_back_with_their_samples_whatever_their_time() {
+        let n = 3 * crate::packed::BLOCK as u64 + 5;
+        let waker = |i: u64| {
+            i.is_multiple_of(3).then(|| Waker {
+                pid: 10,
+                tid: 20 + (i % 2) as i32,
+                // Before, at and long after the sample's time; the extremes too.
+                time_ns: match i % 4 {
+                    0 => (1000 * i).saturating_sub(77),
+                    1 => 1000 * i,
+                    2 => 1000 * i + (1 << 40),
+                    _ => u64::MAX - i,
+                },
+                stack: (!i.is_multiple_of(5)).then_some(i as u32),
+            })
+        };
+        let mut l = SampleList::default();
+        for i in 0..n {
+            l.push(sample(i), waker(i));
+        }
+        assert!(l.iter_woken().eq((0..n).map(|i| (sample(i), waker(i)))));
+        assert_eq!(l.waker(3), waker(3));
+        assert_eq!(l.waker(4), None);
+        l.set_waker(4, waker(6));
+        l.set_waker(3, None);
+        l.update(6, |s| s.time_ns = 1);
+        assert_eq!(
+            (l.waker(4), l.waker(3), l.waker(6)),
+            (waker(6), None, waker(6))
+        );
+        assert_eq!(l.time_ns(6), 1);
+        l.map_wakers(|w| Waker { tid: 1, ..w });
+        assert!(l.iter_woken().all(|(_, w)| w.is_none_or(|w| w.tid == 1)));
+        // Re-interned: one entry per distinct (pid, tid, stack) left.
+        let distinct: std::collections::HashSet<_> =
+            l.iter_woken().filter_map(|(_, w)| Some(w?.stack)).collect();
+        assert_eq!(l.wakers.items().len(), distinct.len());
     }
 }

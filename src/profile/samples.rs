@@ -1,114 +1,26 @@
-//! The deep profile's samples in memory: the samples themselves, and the wake-ups that
-//! ended off-CPU ones as a side table beside them.
+//! The deep profile's samples in memory, each with the wake-up that ended it (when one
+//! was recorded).
 //!
-//! Why a side table: most samples are on-CPU ticks without a waker, and an
-//! `Option<Waker>` in every sample made each 64 bytes instead of 40 — at millions of
-//! samples, the largest single block of `report`'s memory. A row of the side table is
-//! 16 bytes: the sample's index, the wake-up's time, and the waking thread with its
-//! stack as an index into a table of the distinct (pid, tid, stack) that woke anything
-//! (an `(u32, Waker)` took 32; the waker inline, 24).
-//! The recording's formats are unchanged: a sample's waker travels with it (the `waker`
-//! field of a JSON sample, the waker column of a block), see [`Woken`].
+//! The samples and their wakers are held together as bit-packed columns
+//! (`profile::samplelist`): a woken off-CPU interval costs a few bytes more than an
+//! on-CPU tick, not a 16-byte row of a side table (an `Option<Waker>` in every sample
+//! made each 64 bytes). The recording's formats are unchanged: a sample's waker travels
+//! with it (the `waker` field of a JSON sample, the waker column of a block), see
+//! [`Woken`].
 //!
 //! Readers get samples by value (`iter`, `get`, `at`), never a reference into the list
-//! or the list as a slice: that is what lets the list later live somewhere other than
-//! one `Vec` (compressed blocks, the recording's file; see docs/bounded-memory.md).
-//!
-//! Invariants: `wakers.rows` is ascending by sample index, each index below
-//! `list.len()`, at most one per sample; each row's `who` is an index of `wakers.who`.
-//! Every method that adds or removes samples keeps it so; the samples can be changed in
-//! place (`for_each_mut`, `update`) but not reordered.
+//! or the list as a slice: that is what lets the list live somewhere other than one
+//! `Vec` (packed blocks now; the recording's file later, see docs/bounded-memory.md).
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::samplelist::SampleList;
 use super::{Leaf, SampleKind, ThreadSample, Waker};
-use crate::interned::Interned;
 
 /// The samples of a deep profile, in the order recorded, with their wakers.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Samples {
     list: SampleList,
-    /// The wake-ups that ended samples.
-    wakers: WakerTable,
-}
-
-/// Equal samples with equal wakers (however the wakers' table is numbered).
-impl PartialEq for Samples {
-    fn eq(&self, other: &Samples) -> bool {
-        self.list == other.list && self.wakers().eq(other.wakers())
-    }
-}
-
-/// A row of the wakers table: the index of the sample a [`Waker`] ended, the waking
-/// thread and stack (an index into [`WakerTable::who`]), and the wake-up's time.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Wake {
-    sample: u32,
-    who: u32,
-    time_ns: u64,
-}
-
-impl Wake {
-    fn index(&self) -> usize {
-        self.sample as usize
-    }
-}
-
-/// A waking thread with its stack.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct Who {
-    pid: i32,
-    tid: i32,
-    stack: Leaf,
-}
-
-/// The wake-ups, ascending by sample index, their wakers interned.
-#[derive(Debug, Clone, Default)]
-struct WakerTable {
-    rows: Vec<Wake>,
-    /// The distinct wakers.
-    who: Interned<Who>,
-}
-
-impl WakerTable {
-    /// The row of waker `w` for sample `sample`, its waker interned. A waker's stack
-    /// index that cannot be held (`u32::MAX`) reads as none.
-    fn row(&mut self, sample: u32, w: Waker) -> Wake {
-        let who = Who {
-            pid: w.pid,
-            tid: w.tid,
-            stack: Leaf::new(w.stack),
-        };
-        Wake {
-            sample,
-            who: self.who.id(&who),
-            time_ns: w.time_ns,
-        }
-    }
-
-    /// The waker of row `r`.
-    fn waker(&self, r: &Wake) -> Waker {
-        let who = self.who.get(r.who).copied().unwrap_or(Who {
-            pid: 0,
-            tid: 0,
-            stack: Leaf::NONE,
-        });
-        Waker {
-            pid: who.pid,
-            tid: who.tid,
-            time_ns: r.time_ns,
-            stack: who.stack.get(),
-        }
-    }
-
-    /// The same wakers with no rows.
-    fn without_rows(&self) -> WakerTable {
-        WakerTable {
-            rows: Vec::new(),
-            who: self.who.clone(),
-        }
-    }
 }
 
 /// Which samples a filter kept, and the new index of each kept one: a bit per sample
@@ -147,12 +59,6 @@ impl Kept {
         }
     }
 
-    /// A row of the wakers table renumbered; `None` when its sample was dropped.
-    fn renumbered_wake(&self, w: Wake) -> Option<Wake> {
-        let sample = self.new_index(w.index())?;
-        Some(Wake { sample, ..w })
-    }
-
     /// Sample `old`'s index among the kept ones; `None` when it was dropped or is past
     /// the end.
     pub fn new_index(&self, old: usize) -> Option<u32> {
@@ -170,111 +76,53 @@ pub type Woken = (ThreadSample, Option<Waker>);
 impl Samples {
     /// Append a sample that no recorded wake-up ended.
     pub fn push(&mut self, s: ThreadSample) {
-        self.list.push(s);
+        self.list.push(s, None);
     }
 
     /// Append a sample with the wake-up that ended it, if any.
     pub fn push_woken(&mut self, s: ThreadSample, waker: Option<Waker>) {
-        if let Some(w) = waker {
-            // Indices fit: a recording holds at most `validate::MAX_SAMPLES` (50 M).
-            let row = self.wakers.row(self.list.len() as u32, w);
-            self.wakers.rows.push(row);
-        }
-        self.list.push(s);
+        self.list.push(s, waker);
     }
 
     /// The wake-up that ended sample `i`, when one was recorded.
     pub fn waker(&self, i: usize) -> Option<Waker> {
-        self.waker_at(self.waker_row(i)?)
+        self.list.waker(i)
     }
 
-    /// The row of the wakers table that holds sample `i`'s wake-up, when one was
-    /// recorded: a 4-byte handle for [`Samples::waker_at`], for tables that would
-    /// otherwise copy the waker beside each sample.
-    pub fn waker_row(&self, i: usize) -> Option<u32> {
-        let k = self
-            .wakers
-            .rows
-            .binary_search_by_key(&i, Wake::index)
-            .ok()?;
-        // Below the sample count, which fits a u32 (see `push_woken`).
-        Some(k as u32)
-    }
-
-    /// The wake-up of a row [`Samples::waker_row`] gave; `None` past the table's end.
-    pub fn waker_at(&self, row: u32) -> Option<Waker> {
-        let r = self.wakers.rows.get(row as usize)?;
-        Some(self.wakers.waker(r))
+    /// Sample `i` with the wake-up that ended it; `None` past the end.
+    pub fn woken(&self, i: usize) -> Option<Woken> {
+        self.list.get_woken(i)
     }
 
     /// Set or clear the wake-up that ended sample `i` (nothing when there is no such
     /// sample).
     pub fn set_waker(&mut self, i: usize, waker: Option<Waker>) {
-        if i >= self.list.len() {
-            return;
-        }
-        let t = &mut self.wakers;
-        match (t.rows.binary_search_by_key(&i, Wake::index), waker) {
-            (Ok(k), Some(w)) => t.rows[k] = t.row(i as u32, w),
-            (Ok(k), None) => {
-                t.rows.remove(k);
-            }
-            (Err(k), Some(w)) => {
-                let row = t.row(i as u32, w);
-                t.rows.insert(k, row);
-            }
-            (Err(_), None) => {}
-        }
+        self.list.set_waker(i, waker);
     }
 
     /// Every recorded wake-up with its sample's index, ascending.
-    pub fn wakers(&self) -> impl ExactSizeIterator<Item = (u32, Waker)> + '_ {
-        (self.wakers.rows.iter()).map(|w| (w.sample, self.wakers.waker(w)))
+    pub fn wakers(&self) -> impl Iterator<Item = (u32, Waker)> + '_ {
+        (self.list.iter_woken().enumerate()).filter_map(|(i, (_, w))| Some((i as u32, w?)))
     }
 
     /// Change every recorded wake-up with `f` (their samples stay the same).
-    pub fn map_wakers(&mut self, mut f: impl FnMut(Waker) -> Waker) {
-        let old = std::mem::take(&mut self.wakers);
-        self.wakers.rows.reserve_exact(old.rows.len());
-        for r in &old.rows {
-            let row = self.wakers.row(r.sample, f(old.waker(r)));
-            self.wakers.rows.push(row);
-        }
+    pub fn map_wakers(&mut self, f: impl FnMut(Waker) -> Waker) {
+        self.list.map_wakers(f);
     }
 
-    /// Change every sample with `f`, in place (not to reorder: the wakers follow
-    /// indices).
+    /// Change every sample with `f`, in place, its waker kept.
     pub fn for_each_mut(&mut self, f: impl FnMut(&mut ThreadSample)) {
         self.list.for_each_mut(f);
     }
 
     /// Each sample with its waker, in order.
     pub fn iter_woken(&self) -> impl Iterator<Item = Woken> + '_ {
-        let mut next = self.wakers.rows.iter().peekable();
-        self.list.iter().enumerate().map(move |(i, s)| {
-            let w = next
-                .next_if(|w| w.index() == i)
-                .map(|r| self.wakers.waker(r));
-            (s, w)
-        })
+        self.list.iter_woken()
     }
 
     /// Samples `range` with their wakers, in order.
     pub fn woken_range(&self, range: std::ops::Range<usize>) -> Vec<Woken> {
-        let from = self
-            .wakers
-            .rows
-            .partition_point(|w| w.index() < range.start);
-        let mut next = self.wakers.rows[from..].iter().peekable();
-        let mut out = Vec::with_capacity(range.len());
-        for i in range {
-            let Some(s) = self.list.get(i) else { break };
-            let w = next
-                .next_if(|w| w.index() == i)
-                .map(|r| self.wakers.waker(r));
-            out.push((s, w));
-        }
-        out
+        range.map_while(|i| self.list.get_woken(i)).collect()
     }
 
     /// Keep only the samples `keep` says to, in place, with their wakers; returns which
@@ -282,10 +130,6 @@ impl Samples {
     pub fn retain(&mut self, keep: impl Fn(&ThreadSample) -> bool) -> Kept {
         let kept = Kept::of(&self.list, keep);
         self.list.retain_index(|i| kept.new_index(i).is_some());
-        // Collected in place (the same allocation).
-        self.wakers.rows = (std::mem::take(&mut self.wakers.rows).into_iter())
-            .filter_map(|e| kept.renumbered_wake(e))
-            .collect();
         kept
     }
 
@@ -294,31 +138,18 @@ impl Samples {
     /// never held twice over.
     pub fn filtered(&self, keep: impl Fn(&ThreadSample) -> bool) -> (Samples, Kept) {
         let kept = Kept::of(&self.list, keep);
-        let mut out = Samples {
-            list: SampleList::default(),
-            wakers: self.wakers.without_rows(),
-        };
+        let mut out = Samples::default();
         out.list.reserve(kept.count());
-        for (i, s) in self.list.iter().enumerate() {
+        for (i, (s, w)) in self.list.iter_woken().enumerate() {
             if kept.new_index(i).is_some() {
-                out.list.push(s);
+                out.list.push(s, w);
             }
         }
-        // At most as many as there were (grown by doubling they could take twice that).
-        out.wakers.rows.reserve_exact(self.wakers.rows.len());
-        (out.wakers.rows).extend(
-            self.wakers
-                .rows
-                .iter()
-                .filter_map(|&e| kept.renumbered_wake(e)),
-        );
         (out, kept)
     }
 
     /// Sort the samples by time, stably (equal times keep their order), the wakers
     /// following; returns each old index's new one, for the caller's own side tables.
-    /// Sorts in place through a permutation: 8 bytes a sample beside the list, not a
-    /// second list.
     pub fn sort_by_time(&mut self) -> Vec<u32> {
         let n = self.list.len();
         let mut order: Vec<u32> = (0..n as u32).collect();
@@ -328,33 +159,21 @@ impl Samples {
             new_of[old as usize] = new as u32;
         }
         drop(order);
-        let kept = new_of.clone();
-        self.list.permute(new_of);
-        for w in &mut self.wakers.rows {
-            w.sample = kept[w.index()];
-        }
-        self.wakers.rows.sort_by_key(|w| w.sample);
-        kept
+        self.list.permute(&new_of);
+        new_of
     }
 
     /// Append `other`'s samples and wakers after these.
     pub fn append(&mut self, other: Samples) {
-        let base = self.list.len() as u32;
         self.list.reserve(other.list.len());
-        for s in other.list.iter() {
-            self.list.push(s);
-        }
-        for r in &other.wakers.rows {
-            let row = self.wakers.row(base + r.sample, other.wakers.waker(r));
-            self.wakers.rows.push(row);
+        for (s, w) in other.list.iter_woken() {
+            self.list.push(s, w);
         }
     }
 
     /// Keep the first `n` samples.
     pub fn truncate(&mut self, n: usize) {
         self.list.truncate(n);
-        let keep = self.wakers.rows.partition_point(|w| w.index() < n);
-        self.wakers.rows.truncate(keep);
     }
 
     /// Room for `n` more samples.
@@ -365,7 +184,6 @@ impl Samples {
     /// Give back the memory a growing list kept spare.
     pub fn shrink_to_fit(&mut self) {
         self.list.shrink_to_fit();
-        self.wakers.rows.shrink_to_fit();
     }
 }
 
@@ -397,6 +215,12 @@ impl Samples {
         self.list.time_ns(i)
     }
 
+    /// When sample `i` ended, its time plus its weight (0 past the end): for searches
+    /// by end, without reading the rest of the sample.
+    pub fn end_ns(&self, i: usize) -> u64 {
+        self.list.end_ns(i)
+    }
+
     /// The samples in recorded order, by value.
     pub fn iter(
         &self,
@@ -415,7 +239,7 @@ impl From<Vec<ThreadSample>> for Samples {
         let mut out = Samples::default();
         out.list.reserve(list.len());
         for s in list {
-            out.list.push(s);
+            out.list.push(s, None);
         }
         out
     }
@@ -658,10 +482,8 @@ mod tests {
 
     #[test]
     fn a_sample_is_32_bytes() {
-        // The reason for the side table (see the module doc) and for `Leaf`; a field
-        // added to `ThreadSample` shows here.
+        // The reason for `Leaf`; a field added to `ThreadSample` shows here.
         assert_eq!(std::mem::size_of::<ThreadSample>(), 32);
-        assert_eq!(std::mem::size_of::<Wake>(), 16);
         assert_eq!(std::mem::size_of::<super::super::WaitOn>(), 24);
     }
 
@@ -688,13 +510,13 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        // Two rows, one distinct waker.
-        assert_eq!((a.wakers.rows.len(), a.wakers.who.items().len()), (2, 1));
+        // Two wakers, one distinct.
+        assert_eq!((a.wakers().count(), a.list.distinct_wakers()), (2, 1));
         let b: Samples = [(s(3), Some(by(5, 12))), (s(4), Some(by(2, 13)))]
             .into_iter()
             .collect();
         a.append(b);
-        assert_eq!(a.wakers.who.items().len(), 2);
+        assert_eq!(a.list.distinct_wakers(), 2);
         let want = [
             (0, by(2, 10)),
             (1, by(2, 11)),
@@ -706,7 +528,7 @@ mod tests {
         assert_eq!(a.waker(2), Some(by(7, 14)));
         a.map_wakers(|w| Waker { tid: 9, ..w });
         assert!(a.wakers().all(|(_, w)| w.tid == 9));
-        assert_eq!(a.wakers.who.items().len(), 1);
+        assert_eq!(a.list.distinct_wakers(), 1);
         // Equality does not depend on how the table is numbered.
         let c: Samples = a.iter_woken().collect();
         assert_eq!(a, c);

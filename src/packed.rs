@@ -1,0 +1,495 @@
+//! Rows of `N` integers held bit-packed in blocks of [`BLOCK`] rows, read back by
+//! index in constant time: how the samples' columns (and the wake-ups') are held in
+//! memory at a few bytes a row instead of 8 per integer.
+//!
+//! A full block keeps, per column, the smallest value (its base) and the bit width of
+//! the largest difference from it; each value is stored as its difference in that
+//! many bits, row after row (a row's fields side by side, so that reading one row
+//! touches one or two words). A column whose values are all equal takes no bits.
+//! Neighbouring samples are alike (one thread for a while, times close together,
+//! the sampling period repeated), so most columns need a few bits a row. The rows of
+//! the block being filled are held plain until it is full.
+//!
+//! Writes go in place while the new value fits the block's base and width; otherwise
+//! the block is packed again.
+//!
+//! Invariants: every block but the open one holds exactly `BLOCK` rows; a block's
+//! `words` hold `BLOCK * row_bits` bits (`row_bits = sum(width)`), and a word more; row
+//! `j`'s field `c` starts at bit `j * row_bits + sum(width[..c])`; `width[c] <= 64`.
+
+/// Rows per block.
+pub const BLOCK: usize = 256;
+
+/// Rows of `N` integers, packed in blocks.
+#[derive(Debug, Clone)]
+pub struct Packed<const N: usize> {
+    blocks: Vec<Block<N>>,
+    /// The open block's rows, fewer than `BLOCK`.
+    open: Vec<[u64; N]>,
+}
+
+impl<const N: usize> Default for Packed<N> {
+    fn default() -> Self {
+        Packed {
+            blocks: Vec::new(),
+            open: Vec::new(),
+        }
+    }
+}
+
+/// One full block.
+#[derive(Debug, Clone)]
+struct Block<const N: usize> {
+    base: [u64; N],
+    width: [u8; N],
+    /// Each field's first bit within a row.
+    start: [u32; N],
+    /// Bits of a row.
+    row_bits: u32,
+    words: Box<[u64]>,
+}
+
+impl<const N: usize> Block<N> {
+    fn pack(rows: &[[u64; N]]) -> Block<N> {
+        let mut base = [u64::MAX; N];
+        let mut top = [0u64; N];
+        for r in rows {
+            for c in 0..N {
+                base[c] = base[c].min(r[c]);
+                top[c] = top[c].max(r[c]);
+            }
+        }
+        let mut width = [0u8; N];
+        let mut start = [0u32; N];
+        let mut bits = 0u32;
+        for c in 0..N {
+            if rows.is_empty() {
+                base[c] = 0;
+            }
+            width[c] = (64 - (top[c].wrapping_sub(base[c])).leading_zeros()) as u8;
+            start[c] = bits;
+            bits += u32::from(width[c]);
+        }
+        let mut b = Block {
+            base,
+            width,
+            start,
+            row_bits: bits,
+            // One word more than the bits need: `bits` reads two at a time.
+            words: vec![0u64; (bits as usize * BLOCK).div_ceil(64) + 1].into_boxed_slice(),
+        };
+        for (j, r) in rows.iter().enumerate() {
+            for (c, &v) in r.iter().enumerate() {
+                b.put(j, c, v);
+            }
+        }
+        b
+    }
+
+    fn unpack(&self) -> Vec<[u64; N]> {
+        let mut out = Vec::new();
+        self.unpack_into(&mut out);
+        out
+    }
+
+    #[inline]
+    fn value(&self, j: usize, c: usize) -> u64 {
+        let pos = j * self.row_bits as usize + self.start[c] as usize;
+        self.base[c].wrapping_add(bits(&self.words, pos, usize::from(self.width[c])))
+    }
+
+    /// Every row, into `out`.
+    fn unpack_into(&self, out: &mut Vec<[u64; N]>) {
+        out.clear();
+        out.resize(BLOCK, self.base);
+        for c in 0..N {
+            let w = usize::from(self.width[c]);
+            if w == 0 {
+                continue;
+            }
+            let (base, m) = (self.base[c], mask(w));
+            let mut pos = self.start[c] as usize;
+            let step = self.row_bits as usize;
+            // Every row's field lies within the words (see `pack`), the spare word
+            // included: the last position read is below `words.len() - 1` words.
+            let words = &self.words[..];
+            if (pos + step * (BLOCK - 1)) / 64 + 1 >= words.len() {
+                continue; // a malformed block: leave the bases
+            }
+            for r in out.iter_mut() {
+                let (k, off) = (pos / 64, (pos % 64) as u32);
+                let (lo, hi) = (words[k], words[k + 1]);
+                r[c] = base.wrapping_add(((lo >> off) | ((hi << 1) << (63 - off))) & m);
+                pos += step;
+            }
+        }
+    }
+
+    #[inline]
+    fn row(&self, j: usize) -> [u64; N] {
+        std::array::from_fn(|c| self.value(j, c))
+    }
+
+    /// Whether `v` can be stored in column `c` as it is packed.
+    fn fits(&self, c: usize, v: u64) -> bool {
+        let w = u32::from(self.width[c]);
+        v >= self.base[c] && (w == 64 || (v - self.base[c]) >> w == 0)
+    }
+
+    /// Store `v` (which [`Block::fits`]) in row `j` of column `c`.
+    fn put(&mut self, j: usize, c: usize, v: u64) {
+        let w = u32::from(self.width[c]);
+        if w == 0 {
+            return;
+        }
+        let d = v.wrapping_sub(self.base[c]);
+        let pos = j * self.row_bits as usize + self.start[c] as usize;
+        let (k, off) = (pos / 64, (pos % 64) as u32);
+        let mask = if w == 64 { u64::MAX } else { (1u64 << w) - 1 };
+        if let Some(x) = self.words.get_mut(k) {
+            *x = (*x & !(mask << off)) | (d << off);
+        }
+        if off + w > 64
+            && let Some(x) = self.words.get_mut(k + 1)
+        {
+            let (m, d) = (mask >> (64 - off), d >> (64 - off));
+            *x = (*x & !m) | d;
+        }
+    }
+}
+
+/// The `w` bits (at most 64) of `words` from bit `pos`; 0 for none (`w` 0, or `pos`
+/// out of `words`). `words` has a word past the last bit.
+#[inline]
+fn bits(words: &[u64], pos: usize, w: usize) -> u64 {
+    let (k, off) = (pos / 64, (pos % 64) as u32);
+    let (Some(&lo), Some(&hi)) = (words.get(k), words.get(k + 1)) else {
+        return 0;
+    };
+    // `hi << (64 - off)` without a branch for `off` 0 (a shift by 64 is no shift).
+    let v = (lo >> off) | ((hi << 1) << (63 - off));
+    v & mask(w)
+}
+
+/// The low `w` bits set (all for 64 and more).
+#[inline]
+fn mask(w: usize) -> u64 {
+    if w >= 64 { u64::MAX } else { (1u64 << w) - 1 }
+}
+
+/// The rows of a [`Packed`] in order, unpacked a block at a time.
+#[derive(Debug, Clone)]
+pub struct Rows<'a, const N: usize> {
+    p: &'a Packed<N>,
+    /// The rows not yet given, `[front, back)`.
+    front: usize,
+    back: usize,
+    /// The rows of block `held` (`usize::MAX`: none yet).
+    buf: Vec<[u64; N]>,
+    held: usize,
+}
+
+impl<const N: usize> Rows<'_, N> {
+    fn row(&mut self, i: usize) -> [u64; N] {
+        let k = i / BLOCK;
+        match self.p.blocks.get(k) {
+            Some(b) => {
+                if self.held != k {
+                    b.unpack_into(&mut self.buf);
+                    self.held = k;
+                }
+                self.buf[i % BLOCK]
+            }
+            None => (self.p.open)
+                .get(i - self.p.blocks.len() * BLOCK)
+                .copied()
+                .unwrap_or([0; N]),
+        }
+    }
+}
+
+impl<const N: usize> Iterator for Rows<'_, N> {
+    type Item = [u64; N];
+
+    #[inline]
+    fn next(&mut self) -> Option<[u64; N]> {
+        if self.front >= self.back {
+            return None;
+        }
+        self.front += 1;
+        Some(self.row(self.front - 1))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.back - self.front;
+        (n, Some(n))
+    }
+}
+
+impl<const N: usize> DoubleEndedIterator for Rows<'_, N> {
+    fn next_back(&mut self) -> Option<[u64; N]> {
+        if self.front >= self.back {
+            return None;
+        }
+        self.back -= 1;
+        Some(self.row(self.back))
+    }
+}
+
+impl<const N: usize> ExactSizeIterator for Rows<'_, N> {}
+
+impl<const N: usize> Packed<N> {
+    /// The number of rows.
+    pub fn len(&self) -> usize {
+        self.blocks.len() * BLOCK + self.open.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The last row, if any.
+    pub fn last(&self) -> Option<[u64; N]> {
+        self.len().checked_sub(1).and_then(|i| self.get(i))
+    }
+
+    /// Append `row`.
+    pub fn push(&mut self, row: [u64; N]) {
+        self.open.push(row);
+        if self.open.len() == BLOCK {
+            self.blocks.push(Block::pack(&self.open));
+            self.open.clear();
+        }
+    }
+
+    /// Row `i`; `None` past the end.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<[u64; N]> {
+        match self.blocks.get(i / BLOCK) {
+            Some(b) => Some(b.row(i % BLOCK)),
+            None => self.open.get(i - self.blocks.len() * BLOCK).copied(),
+        }
+    }
+
+    /// Column `c` of row `i`; `None` past the end (or past the columns).
+    #[inline]
+    pub fn column(&self, i: usize, c: usize) -> Option<u64> {
+        if c >= N {
+            return None;
+        }
+        match self.blocks.get(i / BLOCK) {
+            Some(b) => Some(b.value(i % BLOCK, c)),
+            None => Some(self.open.get(i - self.blocks.len() * BLOCK)?[c]),
+        }
+    }
+
+    /// Columns `cols` of row `i`; `None` past the end (or past the columns).
+    #[inline]
+    pub fn fields<const K: usize>(&self, i: usize, cols: [usize; K]) -> Option<[u64; K]> {
+        if cols.iter().any(|&c| c >= N) {
+            return None;
+        }
+        match self.blocks.get(i / BLOCK) {
+            Some(b) => Some(cols.map(|c| b.value(i % BLOCK, c))),
+            None => {
+                let r = self.open.get(i - self.blocks.len() * BLOCK)?;
+                Some(cols.map(|c| r[c]))
+            }
+        }
+    }
+
+    /// The rows in order.
+    pub fn iter(&self) -> Rows<'_, N> {
+        Rows {
+            p: self,
+            front: 0,
+            back: self.len(),
+            buf: Vec::new(),
+            held: usize::MAX,
+        }
+    }
+
+    /// Replace row `i` with `row` (nothing past the end).
+    pub fn set(&mut self, i: usize, row: [u64; N]) {
+        let sealed = self.blocks.len() * BLOCK;
+        let Some(b) = self.blocks.get_mut(i / BLOCK) else {
+            if let Some(r) = self.open.get_mut(i - sealed) {
+                *r = row;
+            }
+            return;
+        };
+        let j = i % BLOCK;
+        if (0..N).all(|c| b.fits(c, row[c])) {
+            for (c, &v) in row.iter().enumerate() {
+                b.put(j, c, v);
+            }
+        } else {
+            let mut rows = b.unpack();
+            rows[j] = row;
+            *b = Block::pack(&rows);
+        }
+    }
+
+    /// Keep the first `n` rows.
+    pub fn truncate(&mut self, n: usize) {
+        let sealed = self.blocks.len() * BLOCK;
+        if n >= sealed {
+            self.open.truncate(n - sealed);
+            return;
+        }
+        let mut rows = self.blocks[n / BLOCK].unpack();
+        rows.truncate(n % BLOCK);
+        self.blocks.truncate(n / BLOCK);
+        self.open = rows;
+    }
+
+    /// Keep the rows whose index `keep` says to, in order.
+    pub fn retain_index(&mut self, keep: impl Fn(usize) -> bool) {
+        let mut out = Packed::default();
+        out.reserve(self.len());
+        for (i, r) in self.iter().enumerate() {
+            if keep(i) {
+                out.push(r);
+            }
+        }
+        *self = out;
+    }
+
+    /// The same rows, row `i` moved to `new_of[i]` (a permutation of the rows' indices;
+    /// anything else leaves the rows as they are).
+    pub fn permute(&mut self, new_of: &[u32]) {
+        let n = self.len();
+        if new_of.len() != n {
+            return;
+        }
+        let mut old_of = vec![u32::MAX; n];
+        for (i, &k) in new_of.iter().enumerate() {
+            match old_of.get_mut(k as usize) {
+                Some(o) if *o == u32::MAX => *o = i as u32,
+                _ => return, // not a permutation
+            }
+        }
+        let mut out = Packed::default();
+        out.reserve(n);
+        for &i in &old_of {
+            out.push(self.get(i as usize).unwrap_or([0; N]));
+        }
+        *self = out;
+    }
+
+    /// Room for `n` more rows.
+    pub fn reserve(&mut self, n: usize) {
+        self.blocks.reserve(n / BLOCK + 1);
+    }
+
+    /// Give back the memory kept spare for growth.
+    pub fn shrink_to_fit(&mut self) {
+        self.blocks.shrink_to_fit();
+        self.open.shrink_to_fit();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Row `i`: a constant, a slow counter, a value that jumps across the whole range
+    /// every 97th row, and a small one.
+    fn row(i: u64) -> [u64; 4] {
+        let wide = if i % 97 == 3 { u64::MAX - i } else { i * 1000 };
+        [7, i / 10, wide, i % 5]
+    }
+
+    fn packed(n: u64) -> Packed<4> {
+        let mut p = Packed::default();
+        for i in 0..n {
+            p.push(row(i));
+        }
+        p
+    }
+
+    #[test]
+    fn rows_come_back_as_pushed_across_blocks() {
+        let n = 3 * BLOCK as u64 + 17;
+        let p = packed(n);
+        assert_eq!(p.len(), n as usize);
+        assert!(p.iter().eq((0..n).map(row)));
+        assert!(p.iter().rev().eq((0..n).rev().map(row)));
+        assert_eq!(p.get(n as usize), None);
+        assert_eq!(p.column(5, 1), Some(0));
+        assert_eq!(p.column(300, 2), Some(300_000));
+        assert_eq!(p.column(300, 4), None);
+        assert_eq!(p.fields(300, [2, 0]), Some([300_000, 7]));
+        assert_eq!(p.fields(n as usize - 1, [3]), Some([row(n - 1)[3]]));
+        assert_eq!(p.fields(300, [4]), None);
+        assert_eq!(p.last(), Some(row(n - 1)));
+    }
+
+    #[test]
+    fn a_block_of_alike_rows_takes_few_bits() {
+        let mut p = Packed::<2>::default();
+        for i in 0..BLOCK as u64 {
+            p.push([42, 1_000_000 + i]);
+        }
+        let b = &p.blocks[0];
+        assert_eq!(b.width, [0, 8]);
+        assert_eq!((b.row_bits, b.words.len()), (8, BLOCK * 8 / 64 + 1));
+    }
+
+    #[test]
+    fn writes_in_place_and_when_the_value_does_not_fit() {
+        let mut p = packed(2 * BLOCK as u64 + 5);
+        p.set(10, [7, 1, 2, 3]); // fits
+        p.set(11, [0, u64::MAX, 0, 9]); // does not: the block is packed again
+        p.set(BLOCK * 2 + 1, [1, 2, 3, 4]); // the open block
+        p.set(10_000, [9; 4]); // past the end: nothing
+        for i in 0..p.len() {
+            let want = match i {
+                10 => [7, 1, 2, 3],
+                11 => [0, u64::MAX, 0, 9],
+                x if x == BLOCK * 2 + 1 => [1, 2, 3, 4],
+                _ => row(i as u64),
+            };
+            assert_eq!(p.get(i), Some(want), "row {i}");
+        }
+    }
+
+    #[test]
+    fn truncate_retain_and_permute() {
+        let n = 2 * BLOCK as u64 + 3;
+        let mut p = packed(n);
+        p.truncate(BLOCK + 7);
+        assert!(p.iter().eq((0..BLOCK as u64 + 7).map(row)));
+        p.push(row(99));
+        assert_eq!(p.get(BLOCK + 7), Some(row(99)));
+
+        let mut p = packed(n);
+        p.retain_index(|i| i % 3 == 0);
+        assert!(p.iter().eq((0..n).filter(|i| i % 3 == 0).map(row)));
+
+        let mut p = packed(n);
+        let new_of: Vec<u32> = (0..n as u32).rev().collect();
+        p.permute(&new_of);
+        assert!(p.iter().eq((0..n).rev().map(row)));
+        p.permute(&[0, 0, 1]); // not a permutation: unchanged
+        assert!(p.iter().eq((0..n).rev().map(row)));
+    }
+
+    #[test]
+    fn full_width_values() {
+        let mut p = Packed::<1>::default();
+        for i in 0..BLOCK as u64 + 1 {
+            p.push([if i % 2 == 0 { 0 } else { u64::MAX - i }]);
+        }
+        assert_eq!(p.blocks[0].width, [64]);
+        for i in 0..BLOCK as u64 + 1 {
+            assert_eq!(
+                p.get(i as usize),
+                Some([if i % 2 == 0 { 0 } else { u64::MAX - i }])
+            );
+        }
+        p.set(3, [5]);
+        assert_eq!(p.get(3), Some([5]));
+    }
+}
