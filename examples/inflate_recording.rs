@@ -63,10 +63,8 @@ fn main() {
         for k in 0..copies {
             // Each copy's waits are the original's, indexed into the copy.
             let block = shifted(k);
-            let kept = s
-                .waits
-                .partition_point(|x| (x.sample as usize) < block.len());
-            w.samples(&block, &s.waits[..kept])
+            let n = block.len();
+            w.samples(&block, s.waits.iter().filter(|x| (x.sample as usize) < n))
                 .unwrap_or_else(|e| fail(&e.to_string()));
         }
         w.finish()
@@ -90,10 +88,10 @@ fn scaled_tables(rec: &Recording, copies: usize, want: usize) -> Recording {
     if let Some(h) = head.sampled.as_mut() {
         let n = h.samples.len() as u32;
         let waits = std::mem::take(&mut h.waits);
+        let waits = &waits;
         h.waits = (0..copies as u32)
             .flat_map(|k| {
-                waits.iter().map(move |w| {
-                    let mut w = *w;
+                waits.iter().map(move |mut w| {
                     w.sample += k * n;
                     w
                 })

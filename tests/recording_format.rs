@@ -152,10 +152,10 @@ fn a_recording_cut_off_mid_write_reports_what_it_holds_with_a_warning() {
             .filter(|x| (from..from + per).contains(&(x.sample as usize)))
             .map(|x| WaitOn {
                 sample: x.sample - from as u32,
-                ..*x
+                ..x
             })
             .collect();
-        w.samples(&block, &waits).expect("block");
+        w.samples(&block, waits.iter().copied()).expect("block");
         ends.push(file_len(&w));
     }
     w.finish().expect("finish");

@@ -335,8 +335,7 @@ time.sleep(0.3)
     let p = profile("python3", &["-c", &code]);
     t.join().expect("server");
     let service = format!("{}:{port}", own_comm());
-    let on = |w: &&profmap::profile::WaitOn,
-              named: &dyn Fn(&profmap::profile::Resource) -> bool| {
+    let on = |w: &profmap::profile::WaitOn, named: &dyn Fn(&profmap::profile::Resource) -> bool| {
         w.resource
             .get()
             .and_then(|r| p.resources.get(r as usize))

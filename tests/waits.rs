@@ -22,7 +22,7 @@ fn profile(program: &str, args: &[&str]) -> SampledProfile {
 /// The resources of the off-CPU waits (with a descriptor) of at least `min_ms` in all.
 fn waited_on(p: &SampledProfile, min_ms: u64) -> Vec<(&Resource, u64)> {
     let mut out: Vec<(&Resource, u64)> = Vec::new();
-    for w in &p.waits {
+    for w in p.waits.iter() {
         let s = &p.samples.at(w.sample as usize);
         assert!(matches!(s.kind, SampleKind::OffCpu { .. }));
         let Some(r) = w.resource.get().map(|r| &p.resources[r as usize]) else {

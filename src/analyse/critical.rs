@@ -1151,9 +1151,9 @@ mod tests {
     }
 
     #[test]
-    fn an_off_cpu_interval_is_8_bytes() {
+    fn an_off_cpu_interval_is_4_bytes() {
         // One per off-CPU sample while the walk runs: a field added shows here.
-        assert_eq!(std::mem::size_of::<Off>(), 8);
+        assert_eq!(std::mem::size_of::<Off>(), 4);
     }
 
     #[test]

@@ -435,7 +435,8 @@ mod tests {
                 wait(2, Some(0)),
                 wait(3, None),
                 wait(4, Some(1)),
-            ],
+            ]
+            .into(),
             ..SampledProfile::default()
         };
         let u = resource_use(&p, &crate::analyse::calltree::CallTree::build(&p));
@@ -454,12 +455,12 @@ mod tests {
         let p = SampledProfile {
             samples: vec![off(0, 10), off(20, 5), off(30, 40)].into(),
             resources: vec![res("a:1")],
-            waits: vec![wait(0, Some(0)), wait(2, Some(0))],
+            waits: vec![wait(0, Some(0)), wait(2, Some(0))].into(),
             ..SampledProfile::default()
         };
         let p = p.filtered(|s| s.time_ns != 0);
         assert_eq!(p.samples.len(), 2);
-        assert_eq!(p.waits, vec![wait(1, Some(0))]);
+        assert_eq!(p.waits.to_vec(), vec![wait(1, Some(0))]);
         assert_eq!(
             resource_use(&p, &crate::analyse::calltree::CallTree::build(&p))[0].blocked_ms,
             40.0

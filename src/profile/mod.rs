@@ -27,6 +27,7 @@ mod samples;
 mod source;
 pub mod spool;
 pub mod validate;
+mod waitlist;
 
 pub use baseline::{
     Baseline, BusyProcess, DiskBusy, ExitStatus, MachineLoad, RunMeasurement, TimelinePoint,
@@ -45,6 +46,7 @@ pub use sampled::{
 };
 pub use samples::{Kept, Samples, Woken};
 pub use source::MAX_JSON_BYTES;
+pub use waitlist::Waits;
 
 use serde::{Deserialize, Serialize};
 

@@ -5,7 +5,7 @@ use std::num::NonZeroU32;
 
 use serde::{Deserialize, Serialize};
 
-use super::Samples;
+use super::{Samples, Waits};
 
 /// The result of one profiled run, already symbolized.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -34,8 +34,8 @@ pub struct SampledProfile {
     pub resources: Vec<Resource>,
     /// The off-CPU samples blocked in a syscall whose first argument was captured, by
     /// sample index, ascending (a side table: most samples have none).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub waits: Vec<WaitOn>,
+    #[serde(default, skip_serializing_if = "Waits::is_empty")]
+    pub waits: Waits,
     /// True when the sampler recorded socket traffic (`sock:sock_send_length` /
     /// `sock_recv_length`): an empty `sockets` then means no socket I/O, not "unknown".
     #[serde(default)]
@@ -513,24 +513,21 @@ impl SampledProfile {
     pub fn retain_samples(&mut self, keep: impl Fn(&ThreadSample) -> bool) {
         let kept = self.samples.retain(keep);
         // Collected in place (the same allocation).
-        self.waits = (std::mem::take(&mut self.waits).into_iter())
-            .filter_map(|w| renumbered_wait(&kept, w))
-            .collect();
+        self.waits = self.waits.filter_map(|w| renumbered_wait(&kept, w));
     }
 
     /// A copy holding only the samples `keep` says to, with the wakers and the waits
     /// table following them. The samples are copied only as far as they are kept.
     pub fn filtered(&self, keep: impl Fn(&ThreadSample) -> bool) -> SampledProfile {
         let (samples, kept) = self.samples.filtered(keep);
-        let mut waits = Vec::with_capacity(self.waits.len());
-        waits.extend(self.waits.iter().filter_map(|&w| renumbered_wait(&kept, w)));
+        let waits = self.waits.filter_map(|w| renumbered_wait(&kept, w));
         self.with_samples(samples, waits)
     }
 
     /// This profile's tables with other samples and waits (which index them). Every
     /// field is named, so a field added to the model fails to compile here until it
     /// says whether it follows the samples.
-    pub fn with_samples(&self, samples: Samples, waits: Vec<WaitOn>) -> SampledProfile {
+    pub fn with_samples(&self, samples: Samples, waits: Waits) -> SampledProfile {
         let SampledProfile {
             sampler,
             frequency_hz,

@@ -212,7 +212,7 @@ pub fn attach_waits(p: &mut SampledProfile, raw: &[(u32, RawWait)]) {
         p.sockets[i].resource = r.and_then(|r| kept.keep(r, &p.resources));
     }
     p.resources = kept.rows;
-    p.waits = waits;
+    p.waits = waits.into();
 }
 
 /// The resources waits and sockets use, in order of first use; equal resources are one
@@ -355,11 +355,17 @@ mod tests {
         assert_eq!(p.resources, vec![res("pipe:[7]")]);
         assert_eq!(p.waits.len(), 2);
         assert_eq!(
-            (p.waits[0].fd, p.waits[0].resource.get()),
+            (p.waits.to_vec()[0].fd, p.waits.to_vec()[0].resource.get()),
             (Some(4), Some(0))
         );
-        assert_eq!((p.waits[1].sample, p.waits[1].fd), (1, None));
-        assert_eq!((p.waits[1].arg0, p.waits[1].resource.get()), (0x7f00, None));
+        assert_eq!(
+            (p.waits.to_vec()[1].sample, p.waits.to_vec()[1].fd),
+            (1, None)
+        );
+        assert_eq!(
+            (p.waits.to_vec()[1].arg0, p.waits.to_vec()[1].resource.get()),
+            (0x7f00, None)
+        );
     }
 
     /// A switch-out with only its user leaf (no copy of its stack): the wrapper names the
@@ -388,9 +394,9 @@ mod tests {
         };
         attach_waits(&mut p, &[(0, raw), (1, raw)]);
         assert_eq!(p.waits.len(), 1, "{:?}", p.waits);
-        assert_eq!(p.waits[0].sample, 0);
+        assert_eq!(p.waits.to_vec()[0].sample, 0);
         assert_eq!(
-            (p.waits[0].fd, p.waits[0].resource.get()),
+            (p.waits.to_vec()[0].fd, p.waits.to_vec()[0].resource.get()),
             (Some(5), Some(0))
         );
         assert_eq!(p.resources, vec![file]);

@@ -140,7 +140,7 @@ pub fn symbolize(mut raw: RawProfile) -> SampledProfile {
         file_reads_recorded: raw.file_reads_recorded,
         file_reads: std::mem::take(&mut raw.file_reads),
         resources: std::mem::take(&mut raw.resources),
-        waits: Vec::new(),
+        waits: Default::default(),
         python: Default::default(),
         modules: modules(&raw),
     };

@@ -29,7 +29,7 @@ pub(super) fn syncs(p: &SampledProfile) -> Vec<SyncFact> {
     let mut by: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     // Per stack, not per wait: a profile has millions of waits and few stacks.
     let mut sync_stack: HashMap<Option<u32>, bool> = HashMap::new();
-    for w in &p.waits {
+    for w in p.waits.iter() {
         let Some(s) = p.samples.get(w.sample as usize) else {
             continue;
         };

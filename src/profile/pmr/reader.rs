@@ -16,7 +16,7 @@ use super::{
     TAG_WAITS, VERSION, waits,
 };
 use crate::profile::validate::MAX_SAMPLES;
-use crate::profile::{Recording, Samples};
+use crate::profile::{Recording, Samples, Waits};
 
 /// One chunk as read: its tag and inflated bytes, or why it could not be read.
 pub(crate) enum Next {
@@ -67,8 +67,10 @@ pub fn read(mut r: impl Read) -> Result<Recording, String> {
 /// first bad chunk.
 fn read_samples(mut r: impl Read, rec: &mut Recording) -> Result<(), String> {
     let mut samples = Samples::default();
-    // Waits from WAIT chunks; older recordings hold them in META instead.
-    let mut waited = Vec::new();
+    // Waits from WAIT chunks (packed as they come; one chunk's at a time unpacked);
+    // older recordings hold them in META instead.
+    let mut waited = Waits::default();
+    let mut chunk_waits = Vec::new();
     let mut blocks = 0u64;
     // The samples of the last block read, and whether its waits were read.
     let (mut block_start, mut block_waits) = (0u32, true);
@@ -92,8 +94,9 @@ fn read_samples(mut r: impl Read, rec: &mut Recording) -> Result<(), String> {
                 let decoded = if block_waits {
                     Err("it follows no sample block".to_string())
                 } else {
-                    waits::decode(&chunk, block_start, end, &mut waited)
+                    waits::decode(&chunk, block_start, end, &mut chunk_waits)
                 };
+                chunk_waits.drain(..).for_each(|w| waited.push(w));
                 if let Err(why) = decoded {
                     break Some(format!(
                         "the waits of sample block {blocks} are damaged ({why})"
@@ -129,6 +132,7 @@ fn read_samples(mut r: impl Read, rec: &mut Recording) -> Result<(), String> {
         if !s.waits.is_empty() {
             return Err("waits both in its tables and beside its samples".into());
         }
+        waited.shrink_to_fit();
         s.waits = waited;
     }
     if let Some(p) = problem {

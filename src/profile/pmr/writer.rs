@@ -9,7 +9,7 @@ use flate2::write::DeflateEncoder;
 
 use super::columns::{self, BLOCK_SAMPLES};
 use super::{MAGIC, TAG_END, TAG_META, TAG_SAMPLES, TAG_WAITS, VERSION, waits};
-use crate::profile::{Recording, Samples, WaitOn};
+use crate::profile::{Recording, Samples, WaitOn, Waits};
 
 /// A recording being written; [`Writer::finish`] completes it.
 #[derive(Debug)]
@@ -31,7 +31,8 @@ impl<W: Write> Writer<W> {
         out.write_all(&MAGIC)?;
         out.write_all(&VERSION.to_le_bytes())?;
         let head = Recording {
-            sampled: (rec.sampled.as_ref()).map(|s| s.with_samples(Samples::default(), Vec::new())),
+            sampled: (rec.sampled.as_ref())
+                .map(|s| s.with_samples(Samples::default(), Waits::default())),
             ..rec_without_sampled(rec)
         };
         let json = serde_json::to_vec(&head).map_err(io::Error::other)?;
@@ -45,21 +46,26 @@ impl<W: Write> Writer<W> {
     }
 
     /// Append samples, in blocks of at most [`BLOCK_SAMPLES`], each followed by the
-    /// waits of its samples. `waits` index into `samples`, ascending.
+    /// waits of its samples. `waits` index into `samples`, ascending (read twice: first
+    /// to check them, so that a table out of order writes nothing).
     /// A wait out of order or past the samples is refused: it has no block to go with.
-    pub fn samples(&mut self, samples: &Samples, waits: &[WaitOn]) -> io::Result<()> {
-        let ascending = waits.windows(2).all(|p| p[0].sample < p[1].sample);
-        if !ascending
-            || waits
-                .last()
-                .is_some_and(|w| w.sample as usize >= samples.len())
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "the waits table is out of order or names a sample past the samples",
-            ));
+    pub fn samples(
+        &mut self,
+        samples: &Samples,
+        waits: impl Iterator<Item = WaitOn> + Clone,
+    ) -> io::Result<()> {
+        let mut last: Option<u32> = None;
+        for w in waits.clone() {
+            if last.is_some_and(|l| w.sample <= l) || w.sample as usize >= samples.len() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "the waits table is out of order or names a sample past the samples",
+                ));
+            }
+            last = Some(w.sample);
         }
-        let mut waits = waits;
+        let mut waits = waits.peekable();
+        let mut mine = Vec::new();
         for from in (0..samples.len()).step_by(BLOCK_SAMPLES) {
             let to = samples.len().min(from + BLOCK_SAMPLES);
             let block = samples.woken_range(from..to);
@@ -71,13 +77,14 @@ impl<W: Write> Writer<W> {
             )?;
             self.samples += block.len() as u64;
             self.blocks += 1;
-            let n = waits.partition_point(|w| (w.sample as usize) < to);
-            let (mine, rest) = waits.split_at(n);
-            waits = rest;
+            mine.clear();
+            while let Some(w) = waits.next_if(|w| (w.sample as usize) < to) {
+                mine.push(w);
+            }
             if !mine.is_empty() {
                 // Deltas only: the bytes are the same for indices into `samples` as for
                 // indices into the whole recording.
-                let raw = waits::encode(mine, from as u32);
+                let raw = waits::encode(&mine, from as u32);
                 self.bytes += chunk(&mut self.out, TAG_WAITS, &raw, Compression::fast())?;
             }
         }
@@ -103,7 +110,7 @@ impl<W: Write> Writer<W> {
 pub fn write<W: Write>(rec: &Recording, out: W) -> io::Result<W> {
     let mut w = Writer::new(out, rec)?;
     if let Some(s) = &rec.sampled {
-        w.samples(&s.samples, &s.waits)?;
+        w.samples(&s.samples, s.waits.iter())?;
     }
     w.finish()
 }
