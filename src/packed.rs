@@ -344,16 +344,22 @@ impl<const N: usize> Packed<N> {
         self.open = rows;
     }
 
-    /// Keep the rows whose index `keep` says to, in order.
+    /// Keep the rows whose index `keep` says to, in order. The rows are read a block
+    /// at a time and each block is freed once read: never both lists in full.
     pub fn retain_index(&mut self, keep: impl Fn(usize) -> bool) {
-        let mut out = Packed::default();
-        out.reserve(self.len());
-        for (i, r) in self.iter().enumerate() {
+        let old = std::mem::take(self);
+        for (i, r) in old.into_rows().enumerate() {
             if keep(i) {
-                out.push(r);
+                self.push(r);
             }
         }
-        *self = out;
+        self.shrink_to_fit();
+    }
+
+    /// The rows in order, each block freed once it has been read.
+    pub fn into_rows(self) -> impl Iterator<Item = [u64; N]> {
+        let Packed { blocks, open } = self;
+        blocks.into_iter().flat_map(|b| b.unpack()).chain(open)
     }
 
     /// The same rows, row `i` moved to `new_of[i]` (a permutation of the rows' indices;
@@ -387,6 +393,98 @@ impl<const N: usize> Packed<N> {
     pub fn shrink_to_fit(&mut self) {
         self.blocks.shrink_to_fit();
         self.open.shrink_to_fit();
+    }
+}
+
+/// Rows of `N` integers for some indices of a larger list (the samples), pushed in
+/// ascending index order: a bit per index of the list and a count per 64 of them find an
+/// index's row in constant time, and the rows are [`Packed`].
+///
+/// Invariants: `bits` has a bit set for each index with a row; `before[k]` counts the
+/// bits set in `bits[..k]`; row `j` belongs to the `j`-th set bit.
+#[derive(Debug, Clone, Default)]
+pub struct Sparse<const N: usize> {
+    bits: Vec<u64>,
+    before: Vec<u32>,
+    rows: Packed<N>,
+}
+
+impl<const N: usize> PartialEq for Sparse<N> {
+    fn eq(&self, other: &Sparse<N>) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+impl<const N: usize> Sparse<N> {
+    /// How many indices have a row.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Whether none has.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The last index with a row.
+    fn last(&self) -> Option<usize> {
+        let k = self.bits.iter().rposition(|&w| w != 0)?;
+        Some(k * 64 + 63 - self.bits[k].leading_zeros() as usize)
+    }
+
+    /// Give index `i` the row `row`: `i` must be past every index pushed, else nothing
+    /// is pushed and `false` comes back.
+    pub fn push(&mut self, i: usize, row: [u64; N]) -> bool {
+        if self.last().is_some_and(|l| l >= i) || u32::try_from(i).is_err() {
+            return false;
+        }
+        let k = i / 64;
+        while self.bits.len() <= k {
+            // Rows pushed so far are all before word `k`.
+            self.before.push(self.rows.len() as u32);
+            self.bits.push(0);
+        }
+        self.bits[k] |= 1 << (i % 64);
+        self.rows.push(row);
+        true
+    }
+
+    /// The position of index `i`'s row among the rows, if it has one.
+    #[inline]
+    pub fn position(&self, i: usize) -> Option<usize> {
+        let (word, bit) = (*self.bits.get(i / 64)?, i % 64);
+        (word & (1 << bit) != 0).then(|| {
+            let below = (word & ((1u64 << bit) - 1)).count_ones();
+            (self.before[i / 64] + below) as usize
+        })
+    }
+
+    /// Index `i`'s row, if it has one.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<[u64; N]> {
+        self.rows.get(self.position(i)?)
+    }
+
+    /// (index, row) for every index with a row, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, [u64; N])> + '_ {
+        let indices = (self.bits.iter().enumerate()).flat_map(|(k, &w)| {
+            let mut w = w;
+            std::iter::from_fn(move || {
+                (w != 0).then(|| {
+                    let b = w.trailing_zeros() as usize;
+                    w &= w - 1;
+                    k * 64 + b
+                })
+            })
+        });
+        indices.zip(self.rows.iter())
+    }
+
+    /// Give back the memory kept spare for growth.
+    pub fn shrink_to_fit(&mut self) {
+        self.bits.shrink_to_fit();
+        self.before.shrink_to_fit();
+        self.rows.shrink_to_fit();
     }
 }
 
@@ -491,5 +589,23 @@ mod tests {
         }
         p.set(3, [5]);
         assert_eq!(p.get(3), Some([5]));
+    }
+
+    #[test]
+    fn sparse_rows_are_found_by_index() {
+        let mut s = Sparse::<1>::default();
+        let idx: Vec<usize> = (0..2000).filter(|i| i % 7 == 0 || i % 11 == 3).collect();
+        for &i in &idx {
+            assert!(s.push(i, [i as u64 * 3]));
+        }
+        assert!(!s.push(idx[5], [0]), "not past the last: refused");
+        assert_eq!(s.len(), idx.len());
+        for i in 0..2100 {
+            let want = idx.iter().position(|&x| x == i);
+            assert_eq!(s.position(i), want, "index {i}");
+            assert_eq!(s.get(i), want.map(|_| [i as u64 * 3]));
+        }
+        assert!(s.iter().eq(idx.iter().map(|&i| (i, [i as u64 * 3]))));
+        assert!(Sparse::<2>::default().iter().next().is_none());
     }
 }

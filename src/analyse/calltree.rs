@@ -149,7 +149,7 @@ pub struct CallTree {
     /// Critical-path time charged to each sample of `sample_resources`, in its order,
     /// ns (its whole weight when waits are not followed; see `CriticalModel`). Only
     /// those: no one reads the others', and a figure per sample is 8 bytes a sample.
-    pub resource_crit_ns: Vec<u64>,
+    pub resource_crit_ns: waited::CritNs,
     /// Each resource's role and protocol.
     pub roles: waited::Roles,
 }
@@ -544,7 +544,7 @@ impl<'a> Builder<'a> {
         // The critical path's charges go straight into the tree (and, for the samples
         // that waited on a resource, beside them): no table per sample.
         let p = self.p;
-        let mut resource_crit_ns = vec![0; resources.len()];
+        let mut resource_crit_ns = waited::CritNs::zeros(resources.len());
         let walked = critical::critical_path(p, &|i| cats[i], &mut |c| {
             let i = c.sample as usize;
             let leaf = p.samples.get(i).and_then(|s| self.node_of(&s));
@@ -552,7 +552,7 @@ impl<'a> Builder<'a> {
                 self.add_crit(leaf, c.ns, c.category.unwrap_or(cat));
             }
             if let Some(k) = resources.position(i) {
-                resource_crit_ns[k] += c.ns;
+                resource_crit_ns.add(k, c.ns);
             }
         });
         let critical = match walked {
@@ -573,7 +573,7 @@ impl<'a> Builder<'a> {
                     if let Some(s) = p.samples.get(i)
                         && unexplained(&self.groups, &s, cats[i])
                     {
-                        resource_crit_ns[k] = s.weight_ns;
+                        resource_crit_ns.set(k, s.weight_ns);
                     }
                 }
                 CriticalModel::ThreadTime

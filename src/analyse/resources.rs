@@ -149,7 +149,7 @@ impl ResourceUse {
 pub fn resource_use(p: &SampledProfile, tree: &super::calltree::CallTree) -> Vec<ResourceUse> {
     let critical = !matches!(tree.critical, super::calltree::CriticalModel::ThreadTime);
     let mut acc: Vec<Option<Acc>> = vec![None; p.resources.len()];
-    let crits = tree.resource_crit_ns.iter().copied();
+    let crits = tree.resource_crit_ns.iter();
     for ((i, r), crit) in tree.sample_resources.iter().zip(crits) {
         let Some(s) = p.samples.get(i) else {
             continue;

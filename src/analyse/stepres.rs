@@ -67,7 +67,7 @@ pub(crate) fn fill(
             cur = tree.nodes.get(n).and_then(|x| x.parent());
         }
     };
-    let crits = tree.resource_crit_ns.iter().copied();
+    let crits = tree.resource_crit_ns.iter();
     for ((i, r), crit) in tree.sample_resources.iter().zip(crits) {
         let Some(s) = p.samples.get(i) else {
             continue;

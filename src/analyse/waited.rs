@@ -48,6 +48,7 @@ use crate::profile::{
 use super::classify::WaitCategory;
 use super::resources::ResourceRole;
 use super::roles;
+use crate::packed::Sparse;
 
 /// How soon after waking a thread must read a reply for the wait to be on that reply.
 pub const READ_AFTER_WAKE_NS: u64 = 2_000_000;
@@ -92,20 +93,20 @@ impl Roles {
 }
 
 /// What samples waited on (index into `resources`), for the samples that waited on a
-/// known one, ascending by sample index: a side table, as most samples (on-CPU ticks)
-/// wait on nothing.
+/// known one, by sample index: a side table, as most samples (on-CPU ticks) wait on
+/// nothing. A bit per sample finds a sample's entry; the entries are bit-packed.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct SampleResources(Vec<(u32, u32)>);
+pub struct SampleResources(Sparse<1>);
 
 impl SampleResources {
     /// Sample `i`'s resource, if it waited on a known one.
     pub fn get(&self, i: usize) -> Option<u32> {
-        Some(self.0[self.position(i)?].1)
+        self.0.get(i).map(|[r]| r as u32)
     }
 
     /// The position of sample `i` in [`SampleResources::iter`], if it has a resource.
     pub fn position(&self, i: usize) -> Option<usize> {
-        self.0.binary_search_by_key(&i, |e| e.0 as usize).ok()
+        self.0.position(i)
     }
 
     /// How many samples have a resource.
@@ -119,7 +120,7 @@ impl SampleResources {
 
     /// (sample index, resource) for every sample with one, ascending.
     pub fn iter(&self) -> impl Iterator<Item = (usize, u32)> + '_ {
-        self.0.iter().map(|&(i, r)| (i as usize, r))
+        self.0.iter().map(|(i, [r])| (i, r as u32))
     }
 
     /// Sample by sample, for the first `n` samples (tests read it so).
@@ -127,34 +128,105 @@ impl SampleResources {
     pub fn dense(&self, n: usize) -> Vec<Option<u32>> {
         (0..n).map(|i| self.get(i)).collect()
     }
+
+    /// The table of (sample, resource) pairs ascending by sample; of two for one
+    /// sample the later counts.
+    fn of(pairs: impl Iterator<Item = (u32, u32)> + Clone) -> SampleResources {
+        let mut out = Sparse::default();
+        if pairs
+            .clone()
+            .all(|(i, r)| out.push(i as usize, [u64::from(r)]))
+        {
+            out.shrink_to_fit();
+            return SampleResources(out);
+        }
+        // Out of order (a profile not read from a file, which `validate` would have
+        // refused): sorted, stably, so that the later of two counts.
+        let mut v: Vec<(u32, u32)> = pairs.collect();
+        v.sort_by_key(|e| e.0);
+        let mut out = Sparse::default();
+        for (k, &(i, r)) in v.iter().enumerate() {
+            if v.get(k + 1).is_none_or(|next| next.0 != i) {
+                out.push(i as usize, [u64::from(r)]);
+            }
+        }
+        out.shrink_to_fit();
+        SampleResources(out)
+    }
+}
+
+/// Critical-path time per entry of a [`SampleResources`], ns: 4 bytes an entry, the
+/// rare one of 4.3 s or more (a long wait on the path) in a map.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CritNs {
+    small: Vec<u32>,
+    big: HashMap<u32, u64>,
+}
+
+impl CritNs {
+    /// `n` entries of 0.
+    pub fn zeros(n: usize) -> CritNs {
+        CritNs {
+            small: vec![0; n],
+            big: HashMap::new(),
+        }
+    }
+
+    /// Entry `k` (0 past the end).
+    pub fn get(&self, k: usize) -> u64 {
+        match self.small.get(k) {
+            Some(&u32::MAX) => self.big.get(&(k as u32)).copied().unwrap_or(0),
+            Some(&v) => u64::from(v),
+            None => 0,
+        }
+    }
+
+    /// Set entry `k` to `ns` (nothing past the end).
+    pub fn set(&mut self, k: usize, ns: u64) {
+        let Some(e) = self.small.get_mut(k) else {
+            return;
+        };
+        match u32::try_from(ns) {
+            Ok(v) if v != u32::MAX => {
+                *e = v;
+                self.big.remove(&(k as u32));
+            }
+            _ => {
+                *e = u32::MAX;
+                self.big.insert(k as u32, ns);
+            }
+        }
+    }
+
+    /// Add `ns` to entry `k`.
+    pub fn add(&mut self, k: usize, ns: u64) {
+        self.set(k, self.get(k).saturating_add(ns));
+    }
+
+    /// Every entry, in order.
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..self.small.len()).map(|k| self.get(k))
+    }
 }
 
 /// Each sample's resource (index into `resources`), from the waits table, with
 /// event-loop waits attributed to the reply read right after them.
 pub fn sample_resources(p: &SampledProfile, cats: &[WaitCategory]) -> SampleResources {
     let valid = |i: u32, r: u32| (i as usize) < p.samples.len() && (r as usize) < p.resources.len();
-    let mut named: Vec<(u32, u32)> = (p.waits.iter())
-        .filter_map(|w| w.resource.get().map(|r| (w.sample, r)))
-        .filter(|&(i, r)| valid(i, r))
-        .collect();
-    // Ascending by sample; of two entries for one sample the later one counts.
-    named.sort_by_key(|e| e.0);
-    named.dedup_by(|later, kept| {
-        let same = later.0 == kept.0;
-        if same {
-            *kept = *later;
-        }
-        same
-    });
+    let named = SampleResources::of(
+        (p.waits.iter())
+            .filter_map(|w| w.resource.get().map(|r| (w.sample, r)))
+            .filter(move |&(i, r)| valid(i, r)),
+    );
     let after = AfterWake::of(p);
     if after.is_empty() {
-        return SampleResources(named);
+        return named;
     }
-    let mut out = Vec::with_capacity(named.len());
-    let mut from_waits = named.into_iter().peekable();
+    let mut out = Sparse::default();
+    let mut from_waits = named.iter().peekable();
     let mut at_exit: HashMap<u32, bool> = HashMap::new();
     for (i, s) in p.samples.iter().enumerate() {
-        let known = from_waits.next_if(|e| e.0 as usize == i).map(|e| e.1);
+        let known = from_waits.next_if(|e| e.0 == i).map(|e| e.1);
         let mut r = known;
         let handed = known.is_none()
             && s.kind
@@ -173,9 +245,10 @@ pub fn sample_resources(p: &SampledProfile, cats: &[WaitCategory]) -> SampleReso
             }
         }
         if let Some(r) = r {
-            out.push((i as u32, r));
+            out.push(i, [u64::from(r)]);
         }
     }
+    out.shrink_to_fit();
     SampleResources(out)
 }
 

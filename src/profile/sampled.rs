@@ -513,7 +513,7 @@ impl SampledProfile {
     pub fn retain_samples(&mut self, keep: impl Fn(&ThreadSample) -> bool) {
         let kept = self.samples.retain(keep);
         // Collected in place (the same allocation).
-        self.waits = self.waits.filter_map(|w| renumbered_wait(&kept, w));
+        self.waits.retain_map(|w| renumbered_wait(&kept, w));
     }
 
     /// A copy holding only the samples `keep` says to, with the wakers and the waits

@@ -60,21 +60,25 @@ impl Waits {
     }
 
     /// Each wait `f` maps to one, in order; those it maps to `None` are left out.
-    pub fn filter_map(&self, mut f: impl FnMut(WaitOn) -> Option<WaitOn>) -> Waits {
-        let mut out = Waits::default();
-        out.rows.reserve(self.len());
-        for w in self.iter() {
-            if let Some(w) = f(w) {
-                out.push(w);
+    pub fn filter_map(&self, f: impl FnMut(WaitOn) -> Option<WaitOn>) -> Waits {
+        self.iter().filter_map(f).collect()
+    }
+
+    /// In place, each wait replaced by the one `f` maps it to, or left out for `None`;
+    /// the old rows are freed as they are read.
+    pub fn retain_map(&mut self, mut f: impl FnMut(WaitOn) -> Option<WaitOn>) {
+        let old = std::mem::take(&mut self.rows);
+        for r in old.into_rows() {
+            if let Some(w) = f(wait(r)) {
+                self.push(w);
             }
         }
-        out.shrink_to_fit();
-        out
+        self.shrink_to_fit();
     }
 
     /// Keep the waits `keep` says to, in order.
     pub fn retain(&mut self, mut keep: impl FnMut(&WaitOn) -> bool) {
-        *self = self.filter_map(|w| keep(&w).then_some(w));
+        self.retain_map(|w| keep(&w).then_some(w));
     }
 
     /// Give back the memory kept spare for growth.
