@@ -577,23 +577,33 @@ mod tests {
         // SAFETY: getpid cannot fail.
         let pid = unsafe { libc::getpid() };
         let dir = tempfile::tempdir().expect("tempdir");
+        // One high descriptor number, given to one file then to another: tests open
+        // files on other threads of this process, so a freed low number may be taken
+        // before it is reused here.
+        let place = |path: &std::path::Path, fd: i32| {
+            let f = std::fs::File::create(path).expect("create");
+            // SAFETY: dup2 of a descriptor this test owns onto a number no other test uses.
+            let got = unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&f), fd) };
+            assert_eq!(got, fd, "dup2");
+        };
+        let fd = 917;
         let a = dir.path().join("a");
-        let f = std::fs::File::create(&a).expect("create");
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+        place(&a, fd);
         let mut r = Resolver::default();
         r.new_round();
         let first = r.resolve(pid, fd as u64).expect("resolved");
         assert_eq!(r.resolve(pid, fd as u64), Some(first));
-        drop(f);
         let b = dir.path().join("b");
-        let g = std::fs::File::create(&b).expect("create");
-        assert_eq!(std::os::fd::AsRawFd::as_raw_fd(&g), fd, "fd reused");
+        place(&b, fd); // dup2 closes the first file's descriptor: the number is reused
         r.new_round();
         let second = r.resolve(pid, fd as u64).expect("resolved");
+        // SAFETY: closes the descriptor `place` made.
+        unsafe { libc::close(fd) };
         assert_ne!(first, second);
         assert_eq!(r.resolve(pid, MAX_FD), None);
         let res = r.into_resources();
         assert_eq!(res[first as usize].name, a.to_string_lossy());
+        assert_eq!(res[second as usize].name, b.to_string_lossy());
         assert_eq!(res[second as usize].kind, ResourceKind::File);
     }
 
