@@ -94,6 +94,9 @@ impl<const N: usize> Block<N> {
 
     #[inline]
     fn value(&self, j: usize, c: usize) -> u64 {
+        if self.width[c] == 0 {
+            return self.base[c];
+        }
         let pos = j * self.row_bits as usize + self.start[c] as usize;
         self.base[c].wrapping_add(bits(&self.words, pos, usize::from(self.width[c])))
     }
@@ -331,6 +334,24 @@ impl<const N: usize> Packed<N> {
         }
     }
 
+    /// Replace every row `i` with `f(i, row)`, in order: each block is unpacked and
+    /// packed once (changing rows one by one would pack a block again at each change
+    /// that does not fit it).
+    pub fn map_rows(&mut self, mut f: impl FnMut(usize, [u64; N]) -> [u64; N]) {
+        let mut buf = Vec::new();
+        for (k, b) in self.blocks.iter_mut().enumerate() {
+            b.unpack_into(&mut buf);
+            for (j, r) in buf.iter_mut().enumerate() {
+                *r = f(k * BLOCK + j, *r);
+            }
+            *b = Block::pack(&buf);
+        }
+        let sealed = self.blocks.len() * BLOCK;
+        for (j, r) in self.open.iter_mut().enumerate() {
+            *r = f(sealed + j, *r);
+        }
+    }
+
     /// Keep the first `n` rows.
     pub fn truncate(&mut self, n: usize) {
         let sealed = self.blocks.len() * BLOCK;
@@ -542,6 +563,23 @@ mod tests {
         p.set(11, [0, u64::MAX, 0, 9]); // does not: the block is packed again
         p.set(BLOCK * 2 + 1, [1, 2, 3, 4]); // the open block
         p.set(10_000, [9; 4]); // past the end: nothing
+        let mut q = p.clone();
+        q.map_rows(|i, r| {
+            if i % 2 == 0 {
+                [r[0], u64::MAX, r[2], i as u64]
+            } else {
+                r
+            }
+        });
+        for i in 0..p.len() {
+            let r = p.get(i).unwrap_or_default();
+            let want = if i % 2 == 0 {
+                [r[0], u64::MAX, r[2], i as u64]
+            } else {
+                r
+            };
+            assert_eq!(q.get(i), Some(want), "mapped row {i}");
+        }
         for i in 0..p.len() {
             let want = match i {
                 10 => [7, 1, 2, 3],

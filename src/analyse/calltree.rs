@@ -528,11 +528,9 @@ impl<'a> Builder<'a> {
             .filter_map(|c| c.ppid)
             .map(|pp| self.groups.group_of(pp))
             .collect();
-        let mut cats: Vec<WaitCategory> = (0..self.p.samples.len())
-            .map(|i| {
-                let s = &self.p.samples.at(i);
-                self.category(s.stack.get(), s.kind)
-            })
+        let p = self.p;
+        let mut cats: Vec<WaitCategory> = (p.samples.iter())
+            .map(|s| self.category(s.stack.get(), s.kind))
             .collect();
         let resources = waited::sample_resources(self.p, &cats);
         let roles = waited::Roles::of(self.p);
@@ -543,7 +541,6 @@ impl<'a> Builder<'a> {
         }
         // The critical path's charges go straight into the tree (and, for the samples
         // that waited on a resource, beside them): no table per sample.
-        let p = self.p;
         let mut resource_crit_ns = waited::CritNs::zeros(resources.len());
         let walked = critical::critical_path(p, &|i| cats[i], &mut |c| {
             let i = c.sample as usize;

@@ -24,7 +24,7 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::profile::{FrameKind, SampleKind, SampledProfile};
+use crate::profile::{FrameKind, SampleKind, SampledProfile, ThreadSample};
 
 use super::FastMap;
 use super::calltree::{CallTree, CriticalModel, function_ids};
@@ -84,7 +84,7 @@ pub fn hotspots(p: &SampledProfile, tree: &CallTree) -> Vec<Hotspot> {
             .entry(leaf)
             .or_insert_with(|| stack_fns(p, leaf, &frame_fn));
         let on_cpu = s.kind == SampleKind::OnCpu;
-        if !explained(p, tree, i) {
+        if !explained(p, tree, i, &s) {
             let a = &mut acc[(if on_cpu { fns.on_cpu } else { fns.off_cpu }) as usize];
             a.self_ns += s.weight_ns;
             if on_cpu {
@@ -126,9 +126,8 @@ pub fn hotspots(p: &SampledProfile, tree: &CallTree) -> Vec<Hotspot> {
         .collect()
 }
 
-/// True when sample `i` is a wait that other profiled work stands for.
-fn explained(p: &SampledProfile, tree: &CallTree, i: usize) -> bool {
-    let s = &p.samples.at(i);
+/// True when sample `i` (`s`) is a wait that other profiled work stands for.
+fn explained(p: &SampledProfile, tree: &CallTree, i: usize, s: &ThreadSample) -> bool {
     if s.kind == SampleKind::OnCpu {
         return false;
     }

@@ -206,20 +206,24 @@ impl SampleList {
         }
     }
 
-    /// Change every sample with `f`, in order.
+    /// Change every sample with `f`, in order, its waker kept (one packing per block).
     pub fn for_each_mut(&mut self, mut f: impl FnMut(&mut ThreadSample)) {
-        for i in 0..self.len() {
-            self.update(i, &mut f);
-        }
+        let mut rows = std::mem::take(&mut self.rows);
+        rows.map_rows(|_, r| {
+            let (mut s, w) = (self.sample(&r), self.waker_of(&r));
+            f(&mut s);
+            self.row(&s, w)
+        });
+        self.rows = rows;
     }
 
-    /// Change every recorded wake-up with `f`.
+    /// Change every recorded wake-up with `f` (one packing per block).
     pub fn map_wakers(&mut self, mut f: impl FnMut(Waker) -> Waker) {
         let old = std::mem::take(&mut self.wakers);
-        for i in 0..self.len() {
-            let Some(r) = self.rows.get(i) else { break };
+        let mut rows = std::mem::take(&mut self.rows);
+        rows.map_rows(|_, r| {
             let Some(who) = r[WHO].checked_sub(1).and_then(|k| old.get(k as u32)) else {
-                continue;
+                return r;
             };
             let w = Waker {
                 pid: who.pid,
@@ -227,9 +231,9 @@ impl SampleList {
                 time_ns: r[TIME].wrapping_add(unzigzag(r[WAKE]) as u64),
                 stack: who.stack.get(),
             };
-            let row = self.row(&self.sample(&r), Some(f(w)));
-            self.rows.set(i, row);
-        }
+            self.row(&self.sample(&r), Some(f(w)))
+        });
+        self.rows = rows;
     }
 
     /// Keep the samples whose index `keep` says to, in order; each kept one's new

@@ -103,8 +103,9 @@ pub fn merge(p: &mut SampledProfile, py: PythonStacks) {
             )
         })
         .collect();
-    for k in 0..p.samples.len() {
-        let s = p.samples.at(k);
+    // (sample index, its merged stack), ascending.
+    let mut merged: Vec<(usize, crate::profile::Leaf)> = Vec::new();
+    for (k, s) in p.samples.iter().enumerate() {
         let Some(list) = by_tid.get(&(s.pid, s.tid)) else {
             continue;
         };
@@ -145,10 +146,18 @@ pub fn merge(p: &mut SampledProfile, py: PythonStacks) {
             stats.no_eval_frame += 1;
             continue;
         };
-        let stack = interner.stack(&mut p.stacks, &ids).into();
-        p.samples.update(k, |s| s.stack = stack);
+        merged.push((k, interner.stack(&mut p.stacks, &ids).into()));
         stats.merged += 1;
     }
+    // Applied in one pass: the samples are packed in blocks, each packed again once.
+    let mut next = merged.into_iter().peekable();
+    let mut k = 0;
+    p.samples.for_each_mut(|s| {
+        if let Some((_, stack)) = next.next_if(|m| m.0 == k) {
+            s.stack = stack;
+        }
+        k += 1;
+    });
     p.quality.warnings.extend(merge_warning(&stats));
     py.merge = Some(stats);
     p.python = py;
