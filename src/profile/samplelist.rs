@@ -131,26 +131,14 @@ impl SampleList {
 
     /// The waker of a packed row.
     fn waker_of(&self, r: &[u64; 7]) -> Option<Waker> {
-        self.waker_from(r[WHO], r[TIME], r[WAKE])
-    }
-
-    /// The waker of a row's waker, time and wake-up entries.
-    #[inline]
-    fn waker_from(&self, who: u64, time_ns: u64, wake: u64) -> Option<Waker> {
-        let who = *self.wakers.get(who.checked_sub(1)? as u32)?;
-        Some(Waker {
-            pid: who.pid,
-            tid: who.tid,
-            time_ns: time_ns.wrapping_add(unzigzag(wake) as u64),
-            stack: who.stack.get(),
-        })
+        waker_in(&self.wakers, r[WHO], r[TIME], r[WAKE])
     }
 
     /// The wake-up that ended sample `i`, when one was recorded.
     #[inline]
     pub fn waker(&self, i: usize) -> Option<Waker> {
         let [who, time, wake] = self.rows.fields(i, [WHO, TIME, WAKE])?;
-        self.waker_from(who, time, wake)
+        waker_in(&self.wakers, who, time, wake)
     }
 
     /// When sample `i` ended: its time plus its weight (0 past the end).
@@ -221,17 +209,9 @@ impl SampleList {
     pub fn map_wakers(&mut self, mut f: impl FnMut(Waker) -> Waker) {
         let old = std::mem::take(&mut self.wakers);
         let mut rows = std::mem::take(&mut self.rows);
-        rows.map_rows(|_, r| {
-            let Some(who) = r[WHO].checked_sub(1).and_then(|k| old.get(k as u32)) else {
-                return r;
-            };
-            let w = Waker {
-                pid: who.pid,
-                tid: who.tid,
-                time_ns: r[TIME].wrapping_add(unzigzag(r[WAKE]) as u64),
-                stack: who.stack.get(),
-            };
-            self.row(&self.sample(&r), Some(f(w)))
+        rows.map_rows(|_, r| match waker_in(&old, r[WHO], r[TIME], r[WAKE]) {
+            Some(w) => self.row(&self.sample(&r), Some(f(w))),
+            None => r,
         });
         self.rows = rows;
     }
@@ -268,6 +248,19 @@ impl SampleList {
     pub(super) fn distinct_wakers(&self) -> usize {
         self.wakers.items().len()
     }
+}
+
+/// The waker of a row's waker, time and wake-up entries, its thread and stack from
+/// `wakers`.
+#[inline]
+fn waker_in(wakers: &Interned<Who>, who: u64, time_ns: u64, wake: u64) -> Option<Waker> {
+    let who = *wakers.get(who.checked_sub(1)? as u32)?;
+    Some(Waker {
+        pid: who.pid,
+        tid: who.tid,
+        time_ns: time_ns.wrapping_add(unzigzag(wake) as u64),
+        stack: who.stack.get(),
+    })
 }
 
 /// The leaf of a stack column's entry.
