@@ -115,7 +115,7 @@ impl EventLoopWaits {
                 .map_or("-", profmap::analyse::resources::shown_name)
                 .to_string();
             *w.by_resource.entry(name).or_default() += ms;
-            let key = tree.sample_categories[i].key().to_string();
+            let key = tree.sample_categories.get(i).unwrap().key().to_string();
             *w.by_category.entry(key).or_default() += ms;
         }
         eprintln!("event-loop waits: {w:#?}");

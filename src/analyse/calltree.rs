@@ -30,7 +30,7 @@ use std::sync::Arc;
 use crate::profile::{FrameKind, SampleKind, SampledProfile, ThreadSample};
 
 use super::FastMap;
-use super::classify::{WaitCategory, categorize};
+use super::classify::{Categories, WaitCategory, categorize};
 use super::critical;
 use super::percat::{Dense, PerCategory};
 use super::waited;
@@ -140,16 +140,16 @@ pub struct CallTree {
     /// How the critical-path figures (`crit_ns`) were made.
     pub critical: CriticalModel,
     /// Each sample's category, by index into `SampledProfile::samples`.
-    pub sample_categories: Vec<WaitCategory>,
+    pub sample_categories: Categories,
     /// (pid, tid, leaf stack) → the deepest node of such samples (see
     /// [`CallTree::node_of`]): per distinct stack of a thread, not per sample.
     sample_node: FastMap<(i32, i32, Option<u32>), usize>,
     /// What the samples waited on (index into `resources`; see `waited`).
     pub sample_resources: waited::SampleResources,
-    /// Critical-path time charged to each sample of `sample_resources`, in its order,
-    /// ns (its whole weight when waits are not followed; see `CriticalModel`). Only
-    /// those: no one reads the others', and a figure per sample is 8 bytes a sample.
-    pub resource_crit_ns: waited::CritNs,
+    /// Critical-path time charged to the samples of `sample_resources`, ns (their whole
+    /// weight when waits are not followed; see `CriticalModel`), summed per resource and
+    /// node: the tables read only those sums.
+    pub resource_crit: waited::ResourceCrit,
     /// Each resource's role and protocol.
     pub roles: waited::Roles,
 }
@@ -529,27 +529,30 @@ impl<'a> Builder<'a> {
             .map(|pp| self.groups.group_of(pp))
             .collect();
         let p = self.p;
-        let mut cats: Vec<WaitCategory> = (p.samples.iter())
+        let first: Categories = (p.samples.iter())
             .map(|s| self.category(s.stack.get(), s.kind))
             .collect();
-        let resources = waited::sample_resources(self.p, &cats);
+        let resources = waited::sample_resources(self.p, &first);
         let roles = waited::Roles::of(self.p);
-        for (i, s) in self.p.samples.iter().enumerate() {
-            let cat = waited::category(self.p, i, cats[i], resources.get(i), &roles);
-            cats[i] = cat;
+        let mut cats = Categories::default();
+        for ((i, s), cat) in self.p.samples.iter().enumerate().zip(first.iter()) {
+            let cat = waited::category(self.p, i, cat, resources.get(i), &roles);
+            cats.push(cat);
             self.add_sample(&s, cat);
         }
+        drop(first);
+        let cat_of = |i: usize| cats.get(i).unwrap_or(WaitCategory::Other);
         // The critical path's charges go straight into the tree (and, for the samples
         // that waited on a resource, beside them): no table per sample.
-        let mut resource_crit_ns = waited::CritNs::zeros(resources.len());
-        let walked = critical::critical_path(p, &|i| cats[i], &mut |c| {
+        let mut resource_crit = waited::ResourceCrit::default();
+        let walked = critical::critical_path(p, &cat_of, &mut |c| {
             let i = c.sample as usize;
             let leaf = p.samples.get(i).and_then(|s| self.node_of(&s));
-            if let (Some(leaf), Some(&cat)) = (leaf, cats.get(i)) {
+            if let (Some(leaf), Some(cat)) = (leaf, cats.get(i)) {
                 self.add_crit(leaf, c.ns, c.category.unwrap_or(cat));
             }
-            if let Some(k) = resources.position(i) {
-                resource_crit_ns.add(k, c.ns);
+            if let Some(r) = resources.get(i) {
+                resource_crit.add(r, leaf, c.ns);
             }
         });
         let critical = match walked {
@@ -560,17 +563,17 @@ impl<'a> Builder<'a> {
                     !explained_categories(children).contains(&cat)
                 };
                 for (i, s) in p.samples.iter().enumerate() {
-                    if unexplained(&self.groups, &s, cats[i])
+                    if unexplained(&self.groups, &s, cat_of(i))
                         && let Some(leaf) = self.node_of(&s)
                     {
-                        self.add_crit(leaf, s.weight_ns, cats[i]);
+                        self.add_crit(leaf, s.weight_ns, cat_of(i));
                     }
                 }
-                for (k, (i, _)) in resources.iter().enumerate() {
+                for (i, r) in resources.iter() {
                     if let Some(s) = p.samples.get(i)
-                        && unexplained(&self.groups, &s, cats[i])
+                        && unexplained(&self.groups, &s, cat_of(i))
                     {
-                        resource_crit_ns.set(k, s.weight_ns);
+                        resource_crit.add(r, self.node_of(&s), s.weight_ns);
                     }
                 }
                 CriticalModel::ThreadTime
@@ -584,7 +587,7 @@ impl<'a> Builder<'a> {
             sample_categories: cats,
             sample_node: self.sample_node,
             sample_resources: resources,
-            resource_crit_ns,
+            resource_crit,
             roles,
         }
     }

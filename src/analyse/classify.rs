@@ -585,6 +585,67 @@ fn user_name(function: &str) -> String {
     crate::profile::unaliased(base_name(function)).replace(['<', '>'], "")
 }
 
+/// Each sample's category, by sample index, bit-packed (a few bits a sample, in the
+/// spill file beyond the memory budget: see [`crate::packed`]).
+#[derive(Debug, Clone, Default)]
+pub struct Categories(crate::packed::Packed<1>);
+
+impl Categories {
+    /// Sample `i`'s category; `None` past the end.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<WaitCategory> {
+        let v = self.0.column(i, 0)?;
+        WaitCategory::ALL.get(v as usize).copied()
+    }
+
+    /// Append the next sample's category.
+    pub fn push(&mut self, c: WaitCategory) {
+        self.0.push([c.index() as u64]);
+    }
+
+    /// Every sample's category, in order.
+    pub fn iter(&self) -> impl Iterator<Item = WaitCategory> + '_ {
+        (self.0.iter()).map(|[v]| {
+            WaitCategory::ALL
+                .get(v as usize)
+                .copied()
+                .unwrap_or(WaitCategory::Other)
+        })
+    }
+
+    /// How many samples.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl PartialEq for Categories {
+    fn eq(&self, other: &Categories) -> bool {
+        self.0.iter().eq(other.0.iter())
+    }
+}
+
+impl FromIterator<WaitCategory> for Categories {
+    fn from_iter<I: IntoIterator<Item = WaitCategory>>(it: I) -> Categories {
+        let mut c = Categories::default();
+        for x in it {
+            c.push(x);
+        }
+        c
+    }
+}
+
+impl From<Vec<WaitCategory>> for Categories {
+    fn from(v: Vec<WaitCategory>) -> Categories {
+        v.into_iter().collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -76,6 +76,7 @@ use crate::profile::{FrameKind, SampleKind, SampledProfile, Samples, WaitState, 
 use super::FastMap;
 use super::classify::WaitCategory;
 use super::seek;
+use crate::packed::Packed;
 
 /// A burst of running that no sample covered is given to the switch-out that ends it
 /// when that comes within this long.
@@ -178,6 +179,54 @@ impl Off {
     }
 }
 
+/// A line's entries (sample indices, or off-CPU intervals' `sample_flags`) bit-packed:
+/// one thread's samples lie close together in the profile, so an entry takes a few
+/// bits (and goes to the spill file beyond the memory budget, see [`crate::packed`]).
+#[derive(Debug, Default)]
+struct Entries(Packed<2>);
+
+impl Entries {
+    fn push(&mut self, v: u32) {
+        let index = v & (Off::WOKEN - 1);
+        self.0
+            .push([u64::from(index), u64::from(v >> Off::INDEX_BITS)]);
+    }
+
+    fn get(&self, k: usize) -> Option<u32> {
+        (self.0.get(k)).map(|[index, flags]| (index | flags << Off::INDEX_BITS) as u32)
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The entries from the `k`-th on.
+    fn iter_from(&self, k: usize) -> impl Iterator<Item = u32> + '_ {
+        (self.0.iter_from(k)).map(|[index, flags]| (index | flags << Off::INDEX_BITS) as u32)
+    }
+
+    /// Sorted by `key` as `sort_unstable_by_key` sorts them (which leaves entries already
+    /// in order, as one thread's nearly always are, as they are).
+    fn sort_by_key<K: Ord>(&mut self, key: impl Fn(u32) -> K) {
+        let mut prev = None;
+        let sorted = self.iter_from(0).all(|v| {
+            let k = key(v);
+            let ok = prev.as_ref().is_none_or(|p| *p <= k);
+            prev = Some(k);
+            ok
+        });
+        if sorted {
+            return;
+        }
+        let mut v: Vec<u32> = self.iter_from(0).collect();
+        v.sort_unstable_by_key(|&x| key(x));
+        *self = Entries::default();
+        for x in v {
+            self.push(x);
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Line {
     pid: i32,
@@ -187,11 +236,28 @@ struct Line {
     /// disjoint (start, end).
     holding: Vec<(u64, u64)>,
     /// On-CPU samples (indices), sorted by end (their time): a sample covers
-    /// `[time - weight, time)`. Indices only (4 bytes a sample, not 24): the profile
-    /// holds the rest.
-    on: Vec<u32>,
-    /// Off-CPU intervals sorted by start.
-    off: Vec<Off>,
+    /// `[time - weight, time)`. Indices only: the profile holds the rest.
+    on: Entries,
+    /// Off-CPU intervals (their `sample_flags`) sorted by start.
+    off: Entries,
+}
+
+impl Line {
+    /// Off-CPU interval `k`.
+    fn off_at(&self, k: usize) -> Option<Off> {
+        (self.off.get(k)).map(|sample_flags| Off { sample_flags })
+    }
+
+    /// The off-CPU intervals from the `k`-th on.
+    fn offs_from(&self, k: usize) -> impl Iterator<Item = Off> + '_ {
+        (self.off.iter_from(k)).map(|sample_flags| Off { sample_flags })
+    }
+
+    /// The first off-CPU interval from `hint` on (searched from it) for which `pred`
+    /// is false.
+    fn off_search(&self, hint: usize, pred: impl Fn(Off) -> bool) -> usize {
+        seek::partition_at(self.off.len(), hint, |k| self.off_at(k).is_some_and(&pred))
+    }
 }
 
 /// One piece of work: charge `[lo, hi)` of thread `tid`'s line.
@@ -331,7 +397,7 @@ pub fn critical_path(
     let s = &p.samples;
     let mut followed_ns = 0;
     for (&tid, line) in &lines {
-        for (k, o) in line.off.iter().enumerate() {
+        for (k, o) in line.offs_from(0).enumerate() {
             if o.waker(s).is_some() || walk.retried(line, tid, k).is_some() {
                 followed_ns += o.end(s) - o.start(s);
             }
@@ -363,7 +429,12 @@ fn end_thread(lines: &FastMap<i32, Line>, s: &Samples) -> Option<i32> {
     let (&last_tid, last) = lines
         .iter()
         .max_by_key(|(tid, l)| (l.last, std::cmp::Reverse(**tid)))?;
-    let asleep_at_end = last.off.last().is_some_and(|o| o.end(s) >= last.last);
+    let asleep_at_end = last
+        .off
+        .len()
+        .checked_sub(1)
+        .and_then(|k| last.off_at(k))
+        .is_some_and(|o| o.end(s) >= last.last);
     if last_tid == last.pid || !asleep_at_end {
         return Some(last_tid);
     }
@@ -379,14 +450,6 @@ fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> Fa
     // Each line's lists at their exact size: grown by doubling, they held up to twice
     // what they needed.
     let mut lines: FastMap<i32, Line> = FastMap::default();
-    let mut sizes: FastMap<i32, (usize, usize)> = FastMap::default();
-    for s in p.samples.iter() {
-        let n = sizes.entry(s.tid).or_default();
-        match s.kind {
-            SampleKind::OnCpu => n.0 += 1,
-            SampleKind::OffCpu { .. } => n.1 += 1,
-        }
-    }
     // Per waker thread: the first and last wake-up it issued.
     let mut wakes: HashMap<i32, (u64, u64)> = HashMap::new();
     let mut held: HashMap<i32, Vec<(u64, u64)>> = HashMap::new();
@@ -395,16 +458,11 @@ fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> Fa
             SampleKind::OnCpu => (s.time_ns.saturating_sub(s.weight_ns), s.time_ns),
             SampleKind::OffCpu { .. } => (s.time_ns, s.time_ns.saturating_add(s.weight_ns)),
         };
-        let line = lines.entry(s.tid).or_insert_with(|| {
-            let (on, off) = sizes.get(&s.tid).copied().unwrap_or_default();
-            Line {
-                pid: s.pid,
-                first: start,
-                last: end,
-                on: Vec::with_capacity(on),
-                off: Vec::with_capacity(off),
-                ..Default::default()
-            }
+        let line = lines.entry(s.tid).or_insert_with(|| Line {
+            pid: s.pid,
+            first: start,
+            last: end,
+            ..Default::default()
         });
         line.first = line.first.min(start);
         line.last = line.last.max(end);
@@ -423,17 +481,16 @@ fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> Fa
                     }
                 }
                 let flag = |on: bool, f: u32| if on { f } else { 0 };
-                line.off.push(Off {
-                    // Below `Off::WOKEN`: `critical_path` refuses larger profiles.
-                    sample_flags: i as u32
+                // Below `Off::WOKEN`: `critical_path` refuses larger profiles.
+                line.off.push(
+                    i as u32
                         | flag(waker.is_some(), Off::WOKEN)
                         | flag(lock, Off::LOCK)
                         | flag(cat == WaitCategory::Runqueue, Off::PREEMPTED),
-                });
+                );
             }
         }
     }
-    drop(sizes);
     // A waker was running when it issued the wake-up, sampled or not.
     for (tid, (first, last)) in wakes {
         if let Some(l) = lines.get_mut(&tid) {
@@ -453,8 +510,9 @@ fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> Fa
         }
     }
     for l in lines.values_mut() {
-        l.on.sort_unstable_by_key(|&i| p.samples.time_ns(i as usize));
-        l.off.sort_unstable_by_key(|o| o.start(&p.samples));
+        l.on.sort_by_key(|i| p.samples.time_ns(i as usize));
+        l.off
+            .sort_by_key(|sample_flags| Off { sample_flags }.start(&p.samples));
     }
     lines
 }
@@ -613,7 +671,7 @@ impl Walk<'_, '_> {
         let s = &self.p.samples;
         let hint = self.hints.entry(tid).or_default();
         let frame = (lo < hi).then(|| {
-            hint.off_end = seek::partition_from(&line.off, hint.off_end, |o| o.end(s) <= lo);
+            hint.off_end = line.off_search(hint.off_end, |o| o.end(s) <= lo);
             Frame {
                 item,
                 lo,
@@ -645,7 +703,7 @@ impl Walk<'_, '_> {
         };
         let (tid, via_lock, hi) = (f.item.tid, f.item.via_lock, f.hi);
         let s = &self.p.samples;
-        while let Some(o) = line.off.get(f.next) {
+        while let Some(o) = line.off_at(f.next) {
             let (o_start, o_end) = (o.start(s), o.end(s));
             if o_start >= hi {
                 break;
@@ -682,7 +740,7 @@ impl Walk<'_, '_> {
                 return;
             }
             if b > a
-                && let Some((w, lo, hi)) = self.wait(line, tid, o, (a, b), via_lock)
+                && let Some((w, lo, hi)) = self.wait(line, tid, &o, (a, b), via_lock)
             {
                 let piece = Walk::child(&f.item, w, lo, hi, via_lock || o.lock());
                 self.work.push(Work::Resume(f));
@@ -693,13 +751,12 @@ impl Walk<'_, '_> {
         if hi > f.t {
             // The burst goes on past `hi`: it ends at the thread's next switch-out.
             let hint = self.hints.entry(tid).or_default();
-            hint.off_start = seek::partition_from(&line.off, hint.off_start, |o| o.start(s) < hi);
+            hint.off_start = line.off_search(hint.off_start, |o| o.start(s) < hi);
             let next = hint.off_start;
             let ends = line
-                .off
-                .get(next)
+                .off_at(next)
                 .filter(|o| o.start(s) - hi <= BURST_MAX_NS)
-                .map(Off::sample);
+                .map(|o| o.sample());
             self.running(line, tid, (f.t, hi), ends, via_lock);
         }
     }
@@ -712,8 +769,8 @@ impl Walk<'_, '_> {
     /// Runs are remembered per thread and site, so a long one is scanned once however
     /// many pieces of the walk fall in it.
     fn retried(&mut self, line: &Line, tid: i32, k: usize) -> Option<Retry> {
-        let first = line.off.get(k)?;
-        if !self.retriable(first) {
+        let first = line.off_at(k)?;
+        if !self.retriable(&first) {
             return None;
         }
         let site = self.site(first.sample())?;
@@ -739,7 +796,7 @@ impl Walk<'_, '_> {
         let mut found = None;
         // The last wait between retries that a thread ended, since the last retry.
         let mut between = None;
-        while let Some(o) = line.off.get(j) {
+        while let Some(o) = line.off_at(j) {
             if o.start(s) > end.saturating_add(RETRY_GAP_NS) {
                 break;
             }
@@ -749,10 +806,10 @@ impl Walk<'_, '_> {
             // retries is not (two GIL timeouts and a preemption on a loaded machine
             // took the next join wait 10.3 ms past the last one's end). A wait ended by
             // hardware (a disk read) is work of the thread's own: it does not bridge.
-            let retriable = self.retriable(o);
+            let retriable = self.retriable(&o);
             if !retriable || self.site(o.sample()) != Some(site) {
                 if retriable {
-                    between = ended_by(j, o).or(between);
+                    between = ended_by(j, &o).or(between);
                 }
                 if retriable || o.preempted() {
                     end = end.max(o.end(s));
@@ -761,7 +818,7 @@ impl Walk<'_, '_> {
                 continue;
             }
             if o.waker(s).is_some() {
-                found = ended_by(j, o);
+                found = ended_by(j, &o);
                 break;
             }
             (retries, between) = (retries + 1, None);
@@ -885,9 +942,12 @@ impl Walk<'_, '_> {
         let mut covered_lock = 0;
         let samples = &self.p.samples;
         let hint = self.hints.entry(tid).or_default();
-        hint.on = seek::partition_from(&line.on, hint.on, |&i| samples.time_ns(i as usize) <= a);
-        let from = hint.on;
-        for &i in &line.on[from..] {
+        hint.on = seek::partition_at(line.on.len(), hint.on, |k| {
+            (line.on.get(k)).is_some_and(|i| samples.time_ns(i as usize) <= a)
+        });
+        // Entry by entry (a piece holds a few samples: unpacking their whole block
+        // would cost more than reading them).
+        for i in (hint.on..).map_while(|k| line.on.get(k)) {
             let i = i as usize;
             let x = samples.at(i);
             let (e, s) = (x.time_ns, x.time_ns.saturating_sub(x.weight_ns));
@@ -974,9 +1034,11 @@ impl Walk<'_, '_> {
     fn waits_for(&self, c: i32, tid: i32, lo: u64, hi: u64) -> Option<u64> {
         let l = self.lines.get(&c)?;
         let s = &self.p.samples;
-        let from = l.off.partition_point(|o| o.end(s) <= lo);
-        l.off[from..]
-            .iter()
+        let from = seek::bisect(0, l.off.len(), |k| {
+            l.off_at(k).is_some_and(|o| o.end(s) <= lo)
+        });
+        (from..)
+            .map_while(|k| l.off_at(k))
             .take_while(|o| o.start(s) < hi)
             .find(|o| o.waker(s).is_some_and(|(w, _)| w == tid))
             .map(|o| o.start(s).max(lo))

@@ -135,11 +135,11 @@ fn explained(p: &SampledProfile, tree: &CallTree, i: usize, s: &ThreadSample) ->
         CriticalModel::Path { .. } => tree
             .sample_categories
             .get(i)
-            .is_some_and(|&c| followed_waker(p, i, c).is_some()),
+            .is_some_and(|c| followed_waker(p, i, c).is_some()),
         CriticalModel::ThreadTime => tree
             .sample_categories
             .get(i)
-            .is_some_and(|c| tree.explained(s.pid).contains(c)),
+            .is_some_and(|c| tree.explained(s.pid).contains(&c)),
     }
 }
 

@@ -143,11 +143,7 @@ pub fn line_table(
             continue;
         };
         let on_cpu = s.kind == SampleKind::OnCpu;
-        let cat = tree
-            .sample_categories
-            .get(i)
-            .copied()
-            .unwrap_or(WaitCategory::Other);
+        let cat = tree.sample_categories.get(i).unwrap_or(WaitCategory::Other);
         total.add(s.weight_ns, on_cpu, cat);
         by_line
             .entry(line)

@@ -50,7 +50,7 @@ pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 pub use bottleneck::Bottleneck;
 pub use calltree::{CallNode, CallTree, NodeLabel};
-pub use classify::WaitCategory;
+pub use classify::{Categories, WaitCategory};
 pub use hotspots::Hotspot;
 pub use steps::{Step, StepType};
 pub use waited::SampleResources;

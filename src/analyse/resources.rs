@@ -149,8 +149,7 @@ impl ResourceUse {
 pub fn resource_use(p: &SampledProfile, tree: &super::calltree::CallTree) -> Vec<ResourceUse> {
     let critical = !matches!(tree.critical, super::calltree::CriticalModel::ThreadTime);
     let mut acc: Vec<Option<Acc>> = vec![None; p.resources.len()];
-    let crits = tree.resource_crit_ns.iter();
-    for ((i, r), crit) in tree.sample_resources.iter().zip(crits) {
+    for (i, r) in tree.sample_resources.iter() {
         let Some(s) = p.samples.get(i) else {
             continue;
         };
@@ -161,9 +160,13 @@ pub fn resource_use(p: &SampledProfile, tree: &super::calltree::CallTree) -> Vec
         let e = slot.get_or_insert_with(|| Acc::starting(s.time_ns, end));
         e.intervals += 1;
         e.blocked_ns = e.blocked_ns.saturating_add(s.weight_ns);
-        e.crit_ns = e.crit_ns.saturating_add(crit);
         e.first = e.first.min(s.time_ns);
         e.last = e.last.max(end);
+    }
+    for (r, _, crit) in tree.resource_crit.iter() {
+        if let Some(Some(e)) = acc.get_mut(r as usize) {
+            e.crit_ns = e.crit_ns.saturating_add(crit);
+        }
     }
     for t in &p.sockets {
         let Some(slot) = t.resource.and_then(|r| acc.get_mut(r as usize)) else {

@@ -67,8 +67,7 @@ pub(crate) fn fill(
             cur = tree.nodes.get(n).and_then(|x| x.parent());
         }
     };
-    let crits = tree.resource_crit_ns.iter();
-    for ((i, r), crit) in tree.sample_resources.iter().zip(crits) {
+    for (i, r) in tree.sample_resources.iter() {
         let Some(s) = p.samples.get(i) else {
             continue;
         };
@@ -81,8 +80,12 @@ pub(crate) fn fill(
         add(leaf, row, &|a: &mut Agg| {
             a.intervals += 1;
             a.blocked_ns += s.weight_ns;
-            a.crit_ns += crit;
         });
+    }
+    for (r, leaf, crit) in tree.resource_crit.iter() {
+        if let (Some(leaf), Some(&row)) = (leaf, row_of.get(r as usize).and_then(Option::as_ref)) {
+            add(leaf, row, &|a: &mut Agg| a.crit_ns += crit);
+        }
     }
     let by_thread = samples_by_thread(p);
     for t in &p.sockets {

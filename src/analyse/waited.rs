@@ -41,11 +41,13 @@
 
 use std::collections::HashMap;
 
+use super::FastMap;
+
 use crate::profile::{
     FrameKind, Protocol, ResourceKind, SampleKind, SampledProfile, SocketTraffic, WaitState,
 };
 
-use super::classify::WaitCategory;
+use super::classify::{Categories, WaitCategory};
 use super::resources::ResourceRole;
 use super::roles;
 use crate::packed::Sparse;
@@ -155,63 +157,29 @@ impl SampleResources {
     }
 }
 
-/// Critical-path time per entry of a [`SampleResources`], ns: 4 bytes an entry, the
-/// rare one of 4.3 s or more (a long wait on the path) in a map.
+/// Critical-path time of the samples that waited on a resource, summed per (resource,
+/// the sample's deepest call-tree node): what the per-resource and per-step tables read,
+/// held per distinct pair instead of per sample.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct CritNs {
-    small: Vec<u32>,
-    big: HashMap<u32, u64>,
-}
+pub struct ResourceCrit(FastMap<(u32, Option<u32>), u64>);
 
-impl CritNs {
-    /// `n` entries of 0.
-    pub fn zeros(n: usize) -> CritNs {
-        CritNs {
-            small: vec![0; n],
-            big: HashMap::new(),
-        }
+impl ResourceCrit {
+    /// Add `ns` to resource `r` at node `leaf` (`None`: the sample has no node).
+    pub fn add(&mut self, r: u32, leaf: Option<usize>, ns: u64) {
+        let leaf = leaf.and_then(|l| u32::try_from(l).ok());
+        let e = self.0.entry((r, leaf)).or_default();
+        *e = e.saturating_add(ns);
     }
 
-    /// Entry `k` (0 past the end).
-    pub fn get(&self, k: usize) -> u64 {
-        match self.small.get(k) {
-            Some(&u32::MAX) => self.big.get(&(k as u32)).copied().unwrap_or(0),
-            Some(&v) => u64::from(v),
-            None => 0,
-        }
-    }
-
-    /// Set entry `k` to `ns` (nothing past the end).
-    pub fn set(&mut self, k: usize, ns: u64) {
-        let Some(e) = self.small.get_mut(k) else {
-            return;
-        };
-        match u32::try_from(ns) {
-            Ok(v) if v != u32::MAX => {
-                *e = v;
-                self.big.remove(&(k as u32));
-            }
-            _ => {
-                *e = u32::MAX;
-                self.big.insert(k as u32, ns);
-            }
-        }
-    }
-
-    /// Add `ns` to entry `k`.
-    pub fn add(&mut self, k: usize, ns: u64) {
-        self.set(k, self.get(k).saturating_add(ns));
-    }
-
-    /// Every entry, in order.
-    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
-        (0..self.small.len()).map(|k| self.get(k))
+    /// (resource, node, ns) for every pair, in no order.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, Option<usize>, u64)> + '_ {
+        (self.0.iter()).map(|(&(r, leaf), &ns)| (r, leaf.map(|l| l as usize), ns))
     }
 }
 
 /// Each sample's resource (index into `resources`), from the waits table, with
 /// event-loop waits attributed to the reply read right after them.
-pub fn sample_resources(p: &SampledProfile, cats: &[WaitCategory]) -> SampleResources {
+pub fn sample_resources(p: &SampledProfile, cats: &Categories) -> SampleResources {
     let valid = |i: u32, r: u32| (i as usize) < p.samples.len() && (r as usize) < p.resources.len();
     let named = SampleResources::of(
         (p.waits.iter())
@@ -238,7 +206,7 @@ pub fn sample_resources(p: &SampledProfile, cats: &[WaitCategory]) -> SampleReso
                     .entry(leaf)
                     .or_insert_with(|| at_syscall_exit(p, leaf))
             });
-        if handed || is_event_loop_wait(p, s.kind, cats.get(i).copied(), known) {
+        if handed || is_event_loop_wait(p, s.kind, cats.get(i), known) {
             let end = s.time_ns.saturating_add(s.weight_ns);
             if let Some(Woke::Reply(reply)) = after.next(s.pid, s.tid, end) {
                 r = Some(reply);
@@ -502,7 +470,7 @@ mod tests {
             ..SampledProfile::default()
         };
         let cats = vec![WaitCategory::Poll; 3];
-        let r = sample_resources(&p, &cats);
+        let r = sample_resources(&p, &cats.clone().into());
         assert_eq!(r.dense(3), vec![Some(0), None, None]);
         let roles = Roles::of(&p);
         assert_eq!(roles.role, vec![ResourceRole::Database]);
@@ -567,7 +535,7 @@ mod tests {
 
     fn categories(p: &SampledProfile) -> Vec<WaitCategory> {
         let cats = vec![WaitCategory::Poll; p.samples.len()];
-        let r = sample_resources(p, &cats);
+        let r = sample_resources(p, &cats.clone().into());
         let roles = Roles::of(p);
         (0..p.samples.len())
             .map(|i| category(p, i, cats[i], r.get(i), &roles))
@@ -594,7 +562,7 @@ mod tests {
             sockets_recorded: true,
             ..SampledProfile::default()
         };
-        let cats = vec![Poll; 4];
+        let cats = vec![Poll; 4].into();
         assert_eq!(
             sample_resources(&p, &cats).dense(4),
             vec![None; 4],
@@ -628,7 +596,7 @@ mod tests {
             ..SampledProfile::default()
         };
         assert_eq!(
-            sample_resources(&p, &[WaitCategory::Poll; 2]).dense(2),
+            sample_resources(&p, &vec![WaitCategory::Poll; 2].into()).dense(2),
             vec![Some(0), None]
         );
         assert_eq!(categories(&p), vec![WaitCategory::Db, WaitCategory::Idle]);
@@ -702,7 +670,7 @@ mod tests {
         ]
         .into();
         let cats = vec![WaitCategory::Runqueue; 3];
-        let r = sample_resources(&p, &cats);
+        let r = sample_resources(&p, &cats.clone().into());
         assert_eq!(r.dense(3), vec![Some(0), None, None]);
         let roles = Roles::of(&p);
         let got: Vec<WaitCategory> = (0..3)
@@ -727,7 +695,7 @@ mod tests {
             ..SampledProfile::default()
         };
         assert_eq!(
-            sample_resources(&p, &[WaitCategory::Poll]).dense(1),
+            sample_resources(&p, &vec![WaitCategory::Poll].into()).dense(1),
             vec![None]
         );
         assert_eq!(categories(&p), vec![WaitCategory::Poll]);

@@ -23,7 +23,7 @@ use std::io::Write;
 
 use std::borrow::Cow;
 
-use crate::analyse::{SampleResources, WaitCategory};
+use crate::analyse::{Categories, SampleResources, WaitCategory};
 use crate::error::Error;
 use crate::plan::ExportFormat;
 use crate::profile::{Recording, SampledProfile};
@@ -39,7 +39,7 @@ pub struct Input<'a> {
     /// Per sample (same index): the wait category the analysis gave it (`cpu` for
     /// on-CPU samples). Borrowed from the analysis when there is one (a table per
     /// sample: not copied).
-    pub categories: Cow<'a, [WaitCategory]>,
+    pub categories: Cow<'a, Categories>,
     /// What samples waited on (index into `profile.resources`).
     pub resources: Cow<'a, SampleResources>,
 }
@@ -79,10 +79,7 @@ impl<'a> Input<'a> {
 
     /// Sample `i`'s category (`other` when out of range).
     pub fn category(&self, i: usize) -> WaitCategory {
-        self.categories
-            .get(i)
-            .copied()
-            .unwrap_or(WaitCategory::Other)
+        self.categories.get(i).unwrap_or(WaitCategory::Other)
     }
 
     /// The name of the resource sample `i` waited on, when known.

@@ -284,7 +284,7 @@ mod tests {
         let input = Input {
             rec: &rec,
             profile: std::borrow::Cow::Borrowed(&p),
-            categories: Vec::new().into(),
+            categories: std::borrow::Cow::Owned(Default::default()),
             resources: std::borrow::Cow::Owned(Default::default()),
         };
         let bytes = crate::export::to_bytes(ExportFormat::Speedscope, &input).expect("written");

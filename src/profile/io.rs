@@ -36,10 +36,7 @@ pub fn read_recording(path: &Path) -> Result<Recording, Error> {
         path: path.to_path_buf(),
         why,
     };
-    let file = source::open_regular(path).map_err(|e| match e {
-        SourceError::Io(e) => Error::io(path, e),
-        SourceError::Refused(why) => bad(why),
-    })?;
+    let file = open_recording(path)?;
     let mut raw = BufReader::with_capacity(1 << 16, file);
     let binary = raw
         .fill_buf()
@@ -52,6 +49,18 @@ pub fn read_recording(path: &Path) -> Result<Recording, Error> {
     };
     validate::validate(&rec).map_err(bad)?;
     Ok(rec)
+}
+
+/// Open the recording at `path` for reading as [`read_recording`] does: a regular file
+/// only (no link followed, never a FIFO or device to block on).
+pub fn open_recording(path: &Path) -> Result<File, Error> {
+    source::open_regular(path).map_err(|e| match e {
+        SourceError::Io(e) => Error::io(path, e),
+        SourceError::Refused(why) => Error::BadRecording {
+            path: path.to_path_buf(),
+            why,
+        },
+    })
 }
 
 /// A JSON recording (version 1, gzip or plain), converted to the current version.

@@ -34,7 +34,7 @@ pub use baseline::{
 };
 pub use escalation::{EscalationDecision, MemoryLine, MemoryProcess, MemoryProfile};
 pub use instrumented::{InstrumentedFile, TracedFunction};
-pub use io::{RECORDING_V1, RECORDING_V2, read_recording, write_recording};
+pub use io::{RECORDING_V1, RECORDING_V2, open_recording, read_recording, write_recording};
 pub use python::{
     MergeStats, PythonFrame, PythonInterpreter, PythonSample, PythonStacks, analysed_frame_ids,
     is_interpreter_frame,

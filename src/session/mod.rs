@@ -328,8 +328,8 @@ pub fn report(plan: &ReportPlan) -> Result<i32, Error> {
     let kept = name.unwrap_or(RECORDING);
     let same = std::fs::canonicalize(&input).ok() == std::fs::canonicalize(out.join(kept)).ok();
     if name.is_some() && !same {
-        let bytes = std::fs::read(&input).map_err(|e| Error::io(&input, e))?;
-        outfile::write_file(&out, kept, &bytes, private)?;
+        let mut file = crate::profile::open_recording(&input)?;
+        outfile::copy_file(&out, kept, &mut file, private)?;
     }
     let encode = name.is_none() && !same;
     let t = outputs::Target {

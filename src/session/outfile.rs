@@ -99,6 +99,20 @@ pub fn write_file(dir: &Path, name: &str, bytes: &[u8], private: bool) -> Result
     t.commit()
 }
 
+/// Copy what `src` holds to `dir/name` through a temporary (see the module doc), a
+/// buffer at a time (the kernel copies file to file): a recording's bytes are never
+/// all in memory.
+pub fn copy_file(
+    dir: &Path,
+    name: &str,
+    src: &mut impl std::io::Read,
+    private: bool,
+) -> Result<PathBuf, Error> {
+    let mut t = TempOut::create(dir, name, private)?;
+    std::io::copy(src, &mut t.file).map_err(|e| Error::io(&t.tmp, e))?;
+    t.commit()
+}
+
 /// Remove `dir/name` if it is a regular file; links and folders are left alone.
 pub fn remove_regular(dir: &Path, name: &str) {
     if let Ok(fd) = DirFd::open(dir)

@@ -48,7 +48,7 @@ fn export(p: SampledProfile, categories: Vec<WaitCategory>) -> serde_json::Value
         rec: &rec,
         resources: Cow::Owned(Default::default()),
         profile: Cow::Owned(p),
-        categories: categories.into(),
+        categories: std::borrow::Cow::Owned(categories.into()),
     };
     let mut out = Vec::new();
     write_json(&input, &mut out).unwrap();

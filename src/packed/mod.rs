@@ -13,9 +13,16 @@
 //! Writes go in place while the new value fits the block's base and width; otherwise
 //! the block is packed again.
 //!
+//! Once the blocks held in memory by the whole process pass a budget, full blocks go
+//! to a spill file instead ([`spill`]) and are read back through a cache per thread.
+//!
 //! Invariants: every block but the open one holds exactly `BLOCK` rows; a block's
 //! `words` hold `BLOCK * row_bits` bits (`row_bits = sum(width)`), and a word more; row
 //! `j`'s field `c` starts at bit `j * row_bits + sum(width[..c])`; `width[c] <= 64`.
+
+pub mod spill;
+
+use std::sync::Arc;
 
 /// Rows per block.
 pub const BLOCK: usize = 256;
@@ -23,9 +30,11 @@ pub const BLOCK: usize = 256;
 /// Rows of `N` integers, packed in blocks.
 #[derive(Debug, Clone)]
 pub struct Packed<const N: usize> {
-    blocks: Vec<Block<N>>,
+    blocks: Vec<Slot<N>>,
     /// The open block's rows, fewer than `BLOCK`.
     open: Vec<[u64; N]>,
+    /// Every full block to the spill file, whatever the budget (tests).
+    spill_all: bool,
 }
 
 impl<const N: usize> Default for Packed<N> {
@@ -33,6 +42,69 @@ impl<const N: usize> Default for Packed<N> {
         Packed {
             blocks: Vec::new(),
             open: Vec::new(),
+            spill_all: false,
+        }
+    }
+}
+
+/// A full block: in memory (counted against the budget), or in the spill file.
+#[derive(Debug)]
+enum Slot<const N: usize> {
+    Mem(Block<N>),
+    Disk(Arc<spill::Extent>),
+}
+
+impl<const N: usize> Slot<N> {
+    /// `b` in memory while the budget allows (and `spill_all` is not set), else in
+    /// the file; in memory when the file cannot take it.
+    fn new(b: Block<N>, spill_all: bool) -> Slot<N> {
+        let size = b.bytes();
+        if (spill_all || spill::over_budget(size))
+            && let Some(e) = spill::write(&b.encode())
+        {
+            return Slot::Disk(e);
+        }
+        spill::hold(size);
+        Slot::Mem(b)
+    }
+
+    /// `f` of the block.
+    #[inline]
+    fn with<R>(&self, f: impl FnOnce(&Block<N>) -> R) -> R {
+        match self {
+            Slot::Mem(b) => f(b),
+            Slot::Disk(e) => spill::with(e, Block::decode, f),
+        }
+    }
+
+    /// Every row, into `out`.
+    fn unpack_into(&self, out: &mut Vec<[u64; N]>) {
+        self.with(|b| b.unpack_into(out));
+    }
+
+    fn unpack(&self) -> Vec<[u64; N]> {
+        let mut out = Vec::new();
+        self.unpack_into(&mut out);
+        out
+    }
+}
+
+impl<const N: usize> Clone for Slot<N> {
+    fn clone(&self) -> Self {
+        match self {
+            Slot::Mem(b) => {
+                spill::hold(b.bytes());
+                Slot::Mem(b.clone())
+            }
+            Slot::Disk(e) => Slot::Disk(e.clone()),
+        }
+    }
+}
+
+impl<const N: usize> Drop for Slot<N> {
+    fn drop(&mut self) {
+        if let Slot::Mem(b) = self {
+            spill::release(b.bytes());
         }
     }
 }
@@ -86,10 +158,48 @@ impl<const N: usize> Block<N> {
         b
     }
 
-    fn unpack(&self) -> Vec<[u64; N]> {
-        let mut out = Vec::new();
-        self.unpack_into(&mut out);
+    /// Memory it takes, about.
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.words.len() * 8
+    }
+
+    /// Its bases, widths and words as bytes, for the spill file.
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(N * 9 + self.words.len() * 8);
+        for b in self.base {
+            out.extend_from_slice(&b.to_ne_bytes());
+        }
+        out.extend_from_slice(&self.width);
+        for w in &self.words {
+            out.extend_from_slice(&w.to_ne_bytes());
+        }
         out
+    }
+
+    /// The block [`Block::encode`] wrote; one of every row 0 for bytes that are not one.
+    fn decode(bytes: &[u8]) -> Block<N> {
+        let word = |c: &[u8]| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8]));
+        let (base, rest) = bytes.split_at(bytes.len().min(N * 8));
+        let (width, words) = rest.split_at(rest.len().min(N));
+        let mut b = Block::pack(&[]);
+        if width.len() < N || width.iter().any(|&w| w > 64) {
+            return b;
+        }
+        let row_bits: u32 = width.iter().map(|&w| u32::from(w)).sum();
+        let words: Box<[u64]> = words.chunks_exact(8).map(word).collect();
+        if words.len() != (row_bits as usize * BLOCK).div_ceil(64) + 1 {
+            return b;
+        }
+        let mut start = 0;
+        for c in 0..N {
+            b.base[c] = word(&base[c * 8..c * 8 + 8]);
+            b.width[c] = width[c];
+            b.start[c] = start;
+            start += u32::from(width[c]);
+        }
+        b.row_bits = row_bits;
+        b.words = words;
+        b
     }
 
     #[inline]
@@ -242,6 +352,15 @@ impl<const N: usize> DoubleEndedIterator for Rows<'_, N> {
 impl<const N: usize> ExactSizeIterator for Rows<'_, N> {}
 
 impl<const N: usize> Packed<N> {
+    /// An empty list that sends every full block to the spill file (when one can be
+    /// made), whatever the budget: for tests.
+    pub fn spilling() -> Packed<N> {
+        Packed {
+            spill_all: true,
+            ..Packed::default()
+        }
+    }
+
     /// The number of rows.
     pub fn len(&self) -> usize {
         self.blocks.len() * BLOCK + self.open.len()
@@ -261,7 +380,8 @@ impl<const N: usize> Packed<N> {
     pub fn push(&mut self, row: [u64; N]) {
         self.open.push(row);
         if self.open.len() == BLOCK {
-            self.blocks.push(Block::pack(&self.open));
+            let b = Slot::new(Block::pack(&self.open), self.spill_all);
+            self.blocks.push(b);
             self.open.clear();
         }
     }
@@ -270,7 +390,7 @@ impl<const N: usize> Packed<N> {
     #[inline]
     pub fn get(&self, i: usize) -> Option<[u64; N]> {
         match self.blocks.get(i / BLOCK) {
-            Some(b) => Some(b.row(i % BLOCK)),
+            Some(b) => Some(b.with(|b| b.row(i % BLOCK))),
             None => self.open.get(i - self.blocks.len() * BLOCK).copied(),
         }
     }
@@ -282,7 +402,7 @@ impl<const N: usize> Packed<N> {
             return None;
         }
         match self.blocks.get(i / BLOCK) {
-            Some(b) => Some(b.value(i % BLOCK, c)),
+            Some(b) => Some(b.with(|b| b.value(i % BLOCK, c))),
             None => Some(self.open.get(i - self.blocks.len() * BLOCK)?[c]),
         }
     }
@@ -294,7 +414,7 @@ impl<const N: usize> Packed<N> {
             return None;
         }
         match self.blocks.get(i / BLOCK) {
-            Some(b) => Some(cols.map(|c| b.value(i % BLOCK, c))),
+            Some(b) => Some(b.with(|b| cols.map(|c| b.value(i % BLOCK, c)))),
             None => {
                 let r = self.open.get(i - self.blocks.len() * BLOCK)?;
                 Some(cols.map(|c| r[c]))
@@ -313,6 +433,14 @@ impl<const N: usize> Packed<N> {
         }
     }
 
+    /// The rows from the `k`-th on, in order.
+    pub fn iter_from(&self, k: usize) -> Rows<'_, N> {
+        Rows {
+            front: k.min(self.len()),
+            ..self.iter()
+        }
+    }
+
     /// Replace row `i` with `row` (nothing past the end).
     pub fn set(&mut self, i: usize, row: [u64; N]) {
         let sealed = self.blocks.len() * BLOCK;
@@ -323,14 +451,16 @@ impl<const N: usize> Packed<N> {
             return;
         };
         let j = i % BLOCK;
-        if (0..N).all(|c| b.fits(c, row[c])) {
+        if let Slot::Mem(m) = b
+            && (0..N).all(|c| m.fits(c, row[c]))
+        {
             for (c, &v) in row.iter().enumerate() {
-                b.put(j, c, v);
+                m.put(j, c, v);
             }
         } else {
             let mut rows = b.unpack();
             rows[j] = row;
-            *b = Block::pack(&rows);
+            *b = Slot::new(Block::pack(&rows), self.spill_all);
         }
     }
 
@@ -344,7 +474,7 @@ impl<const N: usize> Packed<N> {
             for (j, r) in buf.iter_mut().enumerate() {
                 *r = f(k * BLOCK + j, *r);
             }
-            *b = Block::pack(&buf);
+            *b = Slot::new(Block::pack(&buf), self.spill_all);
         }
         let sealed = self.blocks.len() * BLOCK;
         for (j, r) in self.open.iter_mut().enumerate() {
@@ -369,6 +499,7 @@ impl<const N: usize> Packed<N> {
     /// at a time and each block is freed once read: never both lists in full.
     pub fn retain_index(&mut self, keep: impl Fn(usize) -> bool) {
         let old = std::mem::take(self);
+        self.spill_all = old.spill_all;
         for (i, r) in old.into_rows().enumerate() {
             if keep(i) {
                 self.push(r);
@@ -379,7 +510,7 @@ impl<const N: usize> Packed<N> {
 
     /// The rows in order, each block freed once it has been read.
     pub fn into_rows(self) -> impl Iterator<Item = [u64; N]> {
-        let Packed { blocks, open } = self;
+        let Packed { blocks, open, .. } = self;
         blocks.into_iter().flat_map(|b| b.unpack()).chain(open)
     }
 
@@ -397,7 +528,10 @@ impl<const N: usize> Packed<N> {
                 _ => return, // not a permutation
             }
         }
-        let mut out = Packed::default();
+        let mut out = Packed {
+            spill_all: self.spill_all,
+            ..Packed::default()
+        };
         out.reserve(n);
         for &i in &old_of {
             out.push(self.get(i as usize).unwrap_or([0; N]));
@@ -551,7 +685,9 @@ mod tests {
         for i in 0..BLOCK as u64 {
             p.push([42, 1_000_000 + i]);
         }
-        let b = &p.blocks[0];
+        let Slot::Mem(b) = &p.blocks[0] else {
+            panic!("a list under the budget is held in memory")
+        };
         assert_eq!(b.width, [0, 8]);
         assert_eq!((b.row_bits, b.words.len()), (8, BLOCK * 8 / 64 + 1));
     }
@@ -618,7 +754,7 @@ mod tests {
         for i in 0..BLOCK as u64 + 1 {
             p.push([if i % 2 == 0 { 0 } else { u64::MAX - i }]);
         }
-        assert_eq!(p.blocks[0].width, [64]);
+        assert!(p.blocks[0].with(|b| b.width == [64]));
         for i in 0..BLOCK as u64 + 1 {
             assert_eq!(
                 p.get(i as usize),
@@ -627,6 +763,81 @@ mod tests {
         }
         p.set(3, [5]);
         assert_eq!(p.get(3), Some([5]));
+    }
+
+    /// The same changes on a list held in memory and one whose blocks are all in the
+    /// spill file give the same rows, read in this thread or another.
+    #[test]
+    fn spilled_blocks_read_and_change_as_held_ones() {
+        let n = 3 * BLOCK as u64 + 17;
+        let mut held = packed(n);
+        let mut disk = Packed::spilling();
+        for i in 0..n {
+            disk.push(row(i));
+        }
+        assert!(
+            matches!(disk.blocks[0], Slot::Disk(_)),
+            "the block went to the file"
+        );
+        let same = |a: &Packed<4>, b: &Packed<4>, what: &str| {
+            assert!(a.iter().eq(b.iter()), "{what}: rows");
+            assert!(a.iter().rev().eq(b.iter().rev()), "{what}: rows backwards");
+            for i in (0..a.len() + 2).step_by(7) {
+                assert_eq!(a.get(i), b.get(i), "{what}: row {i}");
+                assert_eq!(a.column(i, 2), b.column(i, 2), "{what}: column of {i}");
+                assert_eq!(a.fields(i, [3, 1]), b.fields(i, [3, 1]), "{what}: {i}");
+            }
+        };
+        same(&held, &disk, "pushed");
+        let other = disk.clone();
+        let (want, got) = std::thread::scope(|t| {
+            t.spawn(|| {
+                (
+                    held.iter().collect::<Vec<_>>(),
+                    other.iter().collect::<Vec<_>>(),
+                )
+            })
+            .join()
+            .unwrap_or_default()
+        });
+        assert_eq!(want, got, "read in another thread");
+        for p in [&mut held, &mut disk] {
+            p.set(10, [7, 1, 2, 3]);
+            p.set(11, [0, u64::MAX, 0, 9]);
+            p.map_rows(|i, r| {
+                if i % 3 == 0 {
+                    [r[0], i as u64, r[2], 1]
+                } else {
+                    r
+                }
+            });
+        }
+        same(&held, &disk, "changed");
+        for p in [&mut held, &mut disk] {
+            p.retain_index(|i| i % 5 != 1);
+            let new_of: Vec<u32> = (0..p.len() as u32).rev().collect();
+            p.permute(&new_of);
+            p.truncate(BLOCK + 9);
+        }
+        same(&held, &disk, "filtered, reversed and cut");
+        assert!(matches!(disk.blocks[0], Slot::Disk(_)), "still in the file");
+        assert!(held.into_rows().eq(disk.into_rows()));
+    }
+
+    #[test]
+    fn a_block_comes_back_from_its_bytes_and_bad_bytes_give_zeros() {
+        let rows: Vec<[u64; 4]> = (0..BLOCK as u64).map(row).collect();
+        let b = Block::pack(&rows);
+        let back = Block::<4>::decode(&b.encode());
+        assert!((0..BLOCK).all(|j| back.row(j) == rows[j]));
+        let mut bytes = b.encode();
+        for bad in [vec![], vec![1, 2, 3], bytes[..bytes.len() - 8].to_vec(), {
+            bytes[32] = 65; // a width over 64
+            bytes
+        }] {
+            let z = Block::<4>::decode(&bad);
+            assert!((0..BLOCK).all(|j| z.row(j) == [0; 4]), "{bad:?}");
+        }
     }
 
     #[test]
