@@ -77,9 +77,13 @@ impl<const N: usize> Slot<N> {
         }
     }
 
-    /// Every row, into `out`.
+    /// Every row, into `out`. A spilled block is read past the cache: a pass over
+    /// every block would only push out what random reads keep there.
     fn unpack_into(&self, out: &mut Vec<[u64; N]>) {
-        self.with(|b| b.unpack_into(out));
+        match self {
+            Slot::Mem(b) => b.unpack_into(out),
+            Slot::Disk(e) => Block::decode(&spill::read(e)).unpack_into(out),
+        }
     }
 
     fn unpack(&self) -> Vec<[u64; N]> {
@@ -178,28 +182,39 @@ impl<const N: usize> Block<N> {
 
     /// The block [`Block::encode`] wrote; one of every row 0 for bytes that are not one.
     fn decode(bytes: &[u8]) -> Block<N> {
+        let mut b = Block::pack(&[]);
+        b.decode_from(bytes);
+        b
+    }
+
+    /// Become the block [`Block::encode`] wrote (reusing the words' memory when it is
+    /// the same size); every row 0 for bytes that are not one.
+    fn decode_from(&mut self, bytes: &[u8]) {
         let word = |c: &[u8]| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8]));
         let (base, rest) = bytes.split_at(bytes.len().min(N * 8));
         let (width, words) = rest.split_at(rest.len().min(N));
-        let mut b = Block::pack(&[]);
-        if width.len() < N || width.iter().any(|&w| w > 64) {
-            return b;
-        }
         let row_bits: u32 = width.iter().map(|&w| u32::from(w)).sum();
-        let words: Box<[u64]> = words.chunks_exact(8).map(word).collect();
-        if words.len() != (row_bits as usize * BLOCK).div_ceil(64) + 1 {
-            return b;
+        let whole = width.len() == N
+            && width.iter().all(|&w| w <= 64)
+            && words.len() == ((row_bits as usize * BLOCK).div_ceil(64) + 1) * 8;
+        if !whole {
+            *self = Block::pack(&[]);
+            return;
+        }
+        if self.words.len() * 8 != words.len() {
+            self.words = vec![0; words.len() / 8].into_boxed_slice();
+        }
+        for (w, c) in self.words.iter_mut().zip(words.chunks_exact(8)) {
+            *w = word(c);
         }
         let mut start = 0;
         for c in 0..N {
-            b.base[c] = word(&base[c * 8..c * 8 + 8]);
-            b.width[c] = width[c];
-            b.start[c] = start;
+            self.base[c] = word(&base[c * 8..c * 8 + 8]);
+            self.width[c] = width[c];
+            self.start[c] = start;
             start += u32::from(width[c]);
         }
-        b.row_bits = row_bits;
-        b.words = words;
-        b
+        self.row_bits = row_bits;
     }
 
     #[inline]
@@ -300,6 +315,9 @@ pub struct Rows<'a, const N: usize> {
     /// The rows of block `held` (`usize::MAX`: none yet).
     buf: Vec<[u64; N]>,
     held: usize,
+    /// A spilled block's bytes and the block they make, reused from block to block.
+    bytes: Vec<u8>,
+    scratch: Option<Block<N>>,
 }
 
 impl<const N: usize> Rows<'_, N> {
@@ -308,7 +326,15 @@ impl<const N: usize> Rows<'_, N> {
         match self.p.blocks.get(k) {
             Some(b) => {
                 if self.held != k {
-                    b.unpack_into(&mut self.buf);
+                    match b {
+                        Slot::Mem(m) => m.unpack_into(&mut self.buf),
+                        Slot::Disk(e) => {
+                            spill::read_into(e, &mut self.bytes);
+                            let s = self.scratch.get_or_insert_with(|| Block::pack(&[]));
+                            s.decode_from(&self.bytes);
+                            s.unpack_into(&mut self.buf);
+                        }
+                    }
                     self.held = k;
                 }
                 self.buf[i % BLOCK]
@@ -430,6 +456,8 @@ impl<const N: usize> Packed<N> {
             back: self.len(),
             buf: Vec::new(),
             held: usize::MAX,
+            bytes: Vec::new(),
+            scratch: None,
         }
     }
 

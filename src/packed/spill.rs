@@ -167,9 +167,16 @@ pub(super) fn write(bytes: &[u8]) -> Option<Arc<Extent>> {
 }
 
 /// The bytes at `e`; empty when they cannot be read.
-fn read(e: &Extent) -> Vec<u8> {
-    let mut buf = vec![0u8; e.len as usize];
-    let ok = store().is_some_and(|s| s.file.read_exact_at(&mut buf, e.off).is_ok());
+pub(super) fn read(e: &Extent) -> Vec<u8> {
+    let mut buf = Vec::new();
+    read_into(e, &mut buf);
+    buf
+}
+
+/// The bytes at `e` into `buf` (its allocation reused); empty when they cannot be read.
+pub(super) fn read_into(e: &Extent, buf: &mut Vec<u8>) {
+    buf.resize(e.len as usize, 0);
+    let ok = store().is_some_and(|s| s.file.read_exact_at(buf, e.off).is_ok());
     if !ok {
         static ONCE: OnceLock<()> = OnceLock::new();
         ONCE.get_or_init(|| {
@@ -179,7 +186,6 @@ fn read(e: &Extent) -> Vec<u8> {
         });
         buf.clear();
     }
-    buf
 }
 
 /// Cache entries per thread (direct-mapped by offset).
