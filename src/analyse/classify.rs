@@ -594,8 +594,12 @@ impl Categories {
     /// Sample `i`'s category; `None` past the end.
     #[inline]
     pub fn get(&self, i: usize) -> Option<WaitCategory> {
-        let v = self.0.column(i, 0)?;
-        WaitCategory::ALL.get(v as usize).copied()
+        self.0.column(i, 0).map(Categories::of)
+    }
+
+    /// The category stored as `v` (`other` for a value that is none).
+    fn of(v: u64) -> WaitCategory {
+        (WaitCategory::ALL.get(v as usize).copied()).unwrap_or(WaitCategory::Other)
     }
 
     /// Append the next sample's category.
@@ -605,12 +609,7 @@ impl Categories {
 
     /// Every sample's category, in order.
     pub fn iter(&self) -> impl Iterator<Item = WaitCategory> + '_ {
-        (self.0.iter()).map(|[v]| {
-            WaitCategory::ALL
-                .get(v as usize)
-                .copied()
-                .unwrap_or(WaitCategory::Other)
-        })
+        self.0.iter().map(|[v]| Categories::of(v))
     }
 
     /// How many samples.

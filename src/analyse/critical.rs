@@ -192,8 +192,13 @@ impl Entries {
             .push([u64::from(index), u64::from(v >> Off::INDEX_BITS)]);
     }
 
+    /// The entry a row [`Entries::push`] made holds.
+    fn joined([index, flags]: [u64; 2]) -> u32 {
+        (index | flags << Off::INDEX_BITS) as u32
+    }
+
     fn get(&self, k: usize) -> Option<u32> {
-        (self.0.get(k)).map(|[index, flags]| (index | flags << Off::INDEX_BITS) as u32)
+        self.0.get(k).map(Entries::joined)
     }
 
     fn len(&self) -> usize {
@@ -202,7 +207,7 @@ impl Entries {
 
     /// The entries from the `k`-th on.
     fn iter_from(&self, k: usize) -> impl Iterator<Item = u32> + '_ {
-        (self.0.iter_from(k)).map(|[index, flags]| (index | flags << Off::INDEX_BITS) as u32)
+        self.0.iter_from(k).map(Entries::joined)
     }
 
     /// Sorted by `key` as `sort_unstable_by_key` sorts them (which leaves entries already
@@ -251,6 +256,11 @@ impl Line {
     /// The off-CPU intervals from the `k`-th on.
     fn offs_from(&self, k: usize) -> impl Iterator<Item = Off> + '_ {
         (self.off.iter_from(k)).map(|sample_flags| Off { sample_flags })
+    }
+
+    /// The last off-CPU interval.
+    fn last_off(&self) -> Option<Off> {
+        self.off_at(self.off.len().checked_sub(1)?)
     }
 
     /// The first off-CPU interval from `hint` on (searched from it) for which `pred`
@@ -429,12 +439,7 @@ fn end_thread(lines: &FastMap<i32, Line>, s: &Samples) -> Option<i32> {
     let (&last_tid, last) = lines
         .iter()
         .max_by_key(|(tid, l)| (l.last, std::cmp::Reverse(**tid)))?;
-    let asleep_at_end = last
-        .off
-        .len()
-        .checked_sub(1)
-        .and_then(|k| last.off_at(k))
-        .is_some_and(|o| o.end(s) >= last.last);
+    let asleep_at_end = last.last_off().is_some_and(|o| o.end(s) >= last.last);
     if last_tid == last.pid || !asleep_at_end {
         return Some(last_tid);
     }
@@ -447,8 +452,6 @@ fn end_thread(lines: &FastMap<i32, Line>, s: &Samples) -> Option<i32> {
 
 /// Each thread's line, from its samples.
 fn timelines(p: &SampledProfile, category: &dyn Fn(usize) -> WaitCategory) -> FastMap<i32, Line> {
-    // Each line's lists at their exact size: grown by doubling, they held up to twice
-    // what they needed.
     let mut lines: FastMap<i32, Line> = FastMap::default();
     // Per waker thread: the first and last wake-up it issued.
     let mut wakes: HashMap<i32, (u64, u64)> = HashMap::new();

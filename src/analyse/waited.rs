@@ -106,11 +106,6 @@ impl SampleResources {
         self.0.get(i).map(|[r]| r as u32)
     }
 
-    /// The position of sample `i` in [`SampleResources::iter`], if it has a resource.
-    pub fn position(&self, i: usize) -> Option<usize> {
-        self.0.position(i)
-    }
-
     /// How many samples have a resource.
     pub fn len(&self) -> usize {
         self.0.len()

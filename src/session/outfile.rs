@@ -94,9 +94,7 @@ impl Drop for TempOut {
 
 /// Write `bytes` to `dir/name` through a temporary (see the module doc).
 pub fn write_file(dir: &Path, name: &str, bytes: &[u8], private: bool) -> Result<PathBuf, Error> {
-    let mut t = TempOut::create(dir, name, private)?;
-    t.file.write_all(bytes).map_err(|e| Error::io(&t.tmp, e))?;
-    t.commit()
+    copy_file(dir, name, &mut &bytes[..], private)
 }
 
 /// Copy what `src` holds to `dir/name` through a temporary (see the module doc), a
