@@ -853,6 +853,26 @@ mod tests {
     }
 
     #[test]
+    fn more_spilled_blocks_than_the_cache_holds_read_back_in_any_order() {
+        // Twice the cache's blocks, two lists interleaved in the file, read at random:
+        // every set of the cache fills, drops its oldest and takes it back.
+        let blocks = 2 * spill::SLOTS + 3;
+        let (mut a, mut b) = (Packed::<1>::spilling(), Packed::<2>::spilling());
+        for i in 0..(blocks * BLOCK) as u64 {
+            a.push([i * 3]);
+            b.push([i, i ^ 0x55]);
+        }
+        let mut k = 1usize;
+        for _ in 0..200_000 {
+            k = (k * 48_271) % 2_147_483_647;
+            let i = k % a.len();
+            assert_eq!(a.get(i), Some([i as u64 * 3]), "row {i} of the first list");
+            let j = (k >> 7) % b.len();
+            assert_eq!(b.get(j), Some([j as u64, j as u64 ^ 0x55]), "row {j}");
+        }
+    }
+
+    #[test]
     fn a_block_comes_back_from_its_bytes_and_bad_bytes_give_zeros() {
         let rows: Vec<[u64; 4]> = (0..BLOCK as u64).map(row).collect();
         let b = Block::pack(&rows);

@@ -188,14 +188,23 @@ pub(super) fn read_into(e: &Extent, buf: &mut Vec<u8>) {
     }
 }
 
-/// Cache entries per thread (direct-mapped by offset).
-const SLOTS: usize = 2048;
+/// Cache entries per thread: sets of [`WAYS`] blocks, a block's set chosen by its
+/// offset; a set drops its oldest block for a new one.
+pub(super) const SLOTS: usize = 2048;
+const WAYS: usize = 4;
 
-/// A cached block: its offset in the file and the value decoded from it.
-type Cached = Option<(u64, Rc<dyn Any>)>;
+/// A thread's cache: the offsets of the blocks in each way (`u64::MAX`: none), and
+/// the values decoded from them.
+struct Cache {
+    offs: Vec<u64>,
+    values: Vec<Option<Rc<dyn Any>>>,
+}
 
 thread_local! {
-    static CACHE: RefCell<Vec<Cached>> = RefCell::new(vec![None; SLOTS]);
+    static CACHE: RefCell<Cache> = RefCell::new(Cache {
+        offs: vec![u64::MAX; SLOTS],
+        values: vec![None; SLOTS],
+    });
 }
 
 /// `f` of the value `decode` makes of the bytes at `e`, through this thread's cache
@@ -205,18 +214,26 @@ pub(super) fn with<T: Any, R>(
     decode: impl Fn(&[u8]) -> T,
     f: impl FnOnce(&T) -> R,
 ) -> R {
-    let slot = (e.off.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize % SLOTS;
+    let set = (e.off.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize % (SLOTS / WAYS);
+    let ways = set * WAYS..set * WAYS + WAYS;
     CACHE.with(|c| {
-        if let Some((off, v)) = &c.borrow()[slot]
-            && *off == e.off
-            && let Some(t) = v.downcast_ref::<T>()
         {
-            // `f` reads the block; it never comes back here.
-            return f(t);
+            let c = c.borrow();
+            let (offs, values) = (&c.offs[ways.clone()], &c.values[ways.clone()]);
+            if let Some(w) = offs.iter().position(|&o| o == e.off)
+                && let Some(t) = values[w].as_ref().and_then(|v| v.downcast_ref::<T>())
+            {
+                // `f` reads the block; it never comes back here.
+                return f(t);
+            }
         }
         let v = Rc::new(decode(&read(e)));
         let r = f(&v);
-        c.borrow_mut()[slot] = Some((e.off, v));
+        let c = &mut *c.borrow_mut();
+        c.offs[ways.clone()].rotate_right(1);
+        c.values[ways.clone()].rotate_right(1);
+        c.offs[ways.start] = e.off;
+        c.values[ways.start] = Some(v);
         r
     })
 }
