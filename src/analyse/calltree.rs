@@ -245,10 +245,10 @@ impl ProcessGroups {
 pub fn multi_threaded(p: &SampledProfile) -> BTreeSet<i32> {
     let mut tids: HashMap<i32, BTreeSet<i32>> = HashMap::new();
     let mut last = None;
-    for s in p.samples.iter() {
+    for (pid, tid) in p.samples.threads() {
         // Neighbouring samples are mostly of one thread: one look-up per change.
-        if last.replace((s.pid, s.tid)) != Some((s.pid, s.tid)) {
-            tids.entry(s.pid).or_default().insert(s.tid);
+        if last.replace((pid, tid)) != Some((pid, tid)) {
+            tids.entry(pid).or_default().insert(tid);
         }
     }
     tids.into_iter()

@@ -27,6 +27,9 @@ use std::sync::Arc;
 /// Rows per block.
 pub const BLOCK: usize = 256;
 
+/// A column mask with every column (see [`Block::unpack_columns_into`]).
+const ALL: u64 = u64::MAX;
+
 /// Rows of `N` integers, packed in blocks.
 #[derive(Debug, Clone)]
 pub struct Packed<const N: usize> {
@@ -228,11 +231,18 @@ impl<const N: usize> Block<N> {
 
     /// Every row, into `out`.
     fn unpack_into(&self, out: &mut Vec<[u64; N]>) {
+        self.unpack_columns_into(out, ALL);
+    }
+
+    /// Every row, into `out`, with only the columns of `mask` (bit `c` for column `c`)
+    /// read: the others hold the block's smallest value. A pass that needs a few
+    /// columns of many skips the others' bits.
+    fn unpack_columns_into(&self, out: &mut Vec<[u64; N]>, columns: u64) {
         out.clear();
         out.resize(BLOCK, self.base);
         for c in 0..N {
             let w = usize::from(self.width[c]);
-            if w == 0 {
+            if w == 0 || columns >> c & 1 == 0 {
                 continue;
             }
             let (base, m) = (self.base[c], mask(w));
@@ -318,6 +328,8 @@ pub struct Rows<'a, const N: usize> {
     /// A spilled block's bytes and the block they make, reused from block to block.
     bytes: Vec<u8>,
     scratch: Option<Block<N>>,
+    /// The columns read (bit `c` for column `c`); the others hold a block's base.
+    mask: u64,
 }
 
 impl<const N: usize> Rows<'_, N> {
@@ -327,12 +339,12 @@ impl<const N: usize> Rows<'_, N> {
             Some(b) => {
                 if self.held != k {
                     match b {
-                        Slot::Mem(m) => m.unpack_into(&mut self.buf),
+                        Slot::Mem(m) => m.unpack_columns_into(&mut self.buf, self.mask),
                         Slot::Disk(e) => {
                             spill::read_into(e, &mut self.bytes);
                             let s = self.scratch.get_or_insert_with(|| Block::pack(&[]));
                             s.decode_from(&self.bytes);
-                            s.unpack_into(&mut self.buf);
+                            s.unpack_columns_into(&mut self.buf, self.mask);
                         }
                     }
                     self.held = k;
@@ -458,7 +470,23 @@ impl<const N: usize> Packed<N> {
             held: usize::MAX,
             bytes: Vec::new(),
             scratch: None,
+            mask: ALL,
         }
+    }
+
+    /// Columns `cols` of the rows, in order: a block's other columns are not read.
+    pub fn iter_fields<const K: usize>(
+        &self,
+        cols: [usize; K],
+    ) -> impl DoubleEndedIterator<Item = [u64; K]> + ExactSizeIterator + Clone + '_ {
+        let rows = Rows {
+            mask: cols
+                .iter()
+                .fold(0, |m, &c| m | 1u64.checked_shl(c as u32).unwrap_or(0)),
+            ..self.iter()
+        };
+        // A column past the row's reads 0, as `fields` gives none.
+        rows.map(move |r| cols.map(|c| r.get(c).copied().unwrap_or(0)))
     }
 
     /// The rows from the `k`-th on, in order.
@@ -810,6 +838,12 @@ mod tests {
         let same = |a: &Packed<4>, b: &Packed<4>, what: &str| {
             assert!(a.iter().eq(b.iter()), "{what}: rows");
             assert!(a.iter().rev().eq(b.iter().rev()), "{what}: rows backwards");
+            let two = a.iter().map(|r| [r[3], r[1], 0]);
+            assert!(b.iter_fields([3, 1, 9]).eq(two), "{what}: two columns");
+            assert!(
+                a.iter_fields([2]).rev().eq(b.iter_fields([2]).rev()),
+                "{what}"
+            );
             for i in (0..a.len() + 2).step_by(7) {
                 assert_eq!(a.get(i), b.get(i), "{what}: row {i}");
                 assert_eq!(a.column(i, 2), b.column(i, 2), "{what}: column of {i}");

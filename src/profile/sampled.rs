@@ -498,11 +498,11 @@ impl SampledProfile {
     pub fn sampled_threads(&self) -> std::collections::BTreeSet<(i32, i32)> {
         let mut out = std::collections::BTreeSet::new();
         let mut last = None;
-        for s in self.samples.iter() {
+        for t in self.samples.threads() {
             // Samples come in runs of one thread: look the set up once a run.
-            if last != Some((s.pid, s.tid)) {
-                last = Some((s.pid, s.tid));
-                out.insert((s.pid, s.tid));
+            if last != Some(t) {
+                last = Some(t);
+                out.insert(t);
             }
         }
         out

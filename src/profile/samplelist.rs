@@ -21,9 +21,14 @@ use crate::packed::Packed;
 /// The columns of a row.
 const THREAD: usize = 0;
 const TIME: usize = 1;
+const STACK: usize = 2;
 const WEIGHT: usize = 3;
+const KIND: usize = 4;
 const WHO: usize = 5;
 const WAKE: usize = 6;
+
+/// The columns that make a `ThreadSample` (the wake-up's are not read for it).
+const SAMPLE: [usize; 5] = [THREAD, TIME, STACK, WEIGHT, KIND];
 
 /// A waking thread with its stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -106,7 +111,7 @@ impl SampleList {
     /// Sample `i`; `None` past the end.
     #[inline]
     pub fn get(&self, i: usize) -> Option<ThreadSample> {
-        Some(self.sample(&self.rows.get(i)?))
+        Some(self.sample_of(self.rows.fields(i, SAMPLE)?))
     }
 
     /// Sample `i` with its waker; `None` past the end.
@@ -117,7 +122,13 @@ impl SampleList {
 
     /// The sample of a packed row.
     #[inline]
-    fn sample(&self, &[thread, time_ns, stack, weight_ns, kind, ..]: &[u64; 7]) -> ThreadSample {
+    fn sample(&self, r: &[u64; 7]) -> ThreadSample {
+        self.sample_of(SAMPLE.map(|c| r[c]))
+    }
+
+    /// The sample of a row's [`SAMPLE`] columns.
+    #[inline]
+    fn sample_of(&self, [thread, time_ns, stack, weight_ns, kind]: [u64; 5]) -> ThreadSample {
         let (pid, tid) = (self.threads.get(thread as u32).copied()).unwrap_or((0, 0));
         ThreadSample {
             pid,
@@ -165,7 +176,13 @@ impl SampleList {
     pub fn iter(
         &self,
     ) -> impl DoubleEndedIterator<Item = ThreadSample> + ExactSizeIterator + Clone + '_ {
-        self.rows.iter().map(|r| self.sample(&r))
+        (self.rows.iter_fields(SAMPLE)).map(|r| self.sample_of(r))
+    }
+
+    /// Each sample's (pid, tid), in order: only the thread column is read.
+    pub fn threads(&self) -> impl Iterator<Item = (i32, i32)> + '_ {
+        (self.rows.iter_fields([THREAD]))
+            .map(|[t]| self.threads.get(t as u32).copied().unwrap_or((0, 0)))
     }
 
     /// The samples with their wakers, in order.

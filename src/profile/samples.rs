@@ -228,6 +228,11 @@ impl Samples {
         self.list.iter()
     }
 
+    /// Each sample's (pid, tid), in recorded order, without reading the rest of it.
+    pub fn threads(&self) -> impl Iterator<Item = (i32, i32)> + '_ {
+        self.list.threads()
+    }
+
     /// Change sample `i` with `f` (nothing when there is no such sample).
     pub fn update(&mut self, i: usize, f: impl FnOnce(&mut ThreadSample)) {
         self.list.update(i, f);
