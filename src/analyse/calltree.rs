@@ -244,12 +244,8 @@ impl ProcessGroups {
 /// Processes with more than one sampled thread.
 pub fn multi_threaded(p: &SampledProfile) -> BTreeSet<i32> {
     let mut tids: HashMap<i32, BTreeSet<i32>> = HashMap::new();
-    let mut last = None;
-    for (pid, tid) in p.samples.threads() {
-        // Neighbouring samples are mostly of one thread: one look-up per change.
-        if last.replace((pid, tid)) != Some((pid, tid)) {
-            tids.entry(pid).or_default().insert(tid);
-        }
+    for (pid, tid) in p.samples.distinct_threads() {
+        tids.entry(pid).or_default().insert(tid);
     }
     tids.into_iter()
         .filter(|(_, t)| t.len() > 1)

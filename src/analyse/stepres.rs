@@ -13,6 +13,8 @@
 
 use std::collections::HashMap;
 
+use super::FastMap;
+
 use crate::profile::SampledProfile;
 
 use super::calltree::CallTree;
@@ -59,13 +61,11 @@ pub(crate) fn fill(
     steps: &mut [Step],
 ) {
     let row_of = rows_by_resource(p, uses);
-    let mut per_node: HashMap<(usize, usize), Agg> = HashMap::new();
+    // Summed per (leaf, row) first, then up the tree once per distinct pair: a profile
+    // has millions of waits and few distinct pairs.
+    let mut per_leaf: FastMap<(usize, usize), Agg> = FastMap::default();
     let mut add = |leaf: usize, row: usize, f: &dyn Fn(&mut Agg)| {
-        let mut cur = Some(leaf);
-        while let Some(n) = cur {
-            f(per_node.entry((n, row)).or_default());
-            cur = tree.nodes.get(n).and_then(|x| x.parent());
-        }
+        f(per_leaf.entry((leaf, row)).or_default());
     };
     for (i, r) in tree.sample_resources.iter() {
         let Some(s) = p.samples.get(i) else {
@@ -114,6 +114,14 @@ pub(crate) fn fill(
                 a.http_round_trips += u64::from(http);
                 a.db_round_trips += u64::from(db);
             });
+        }
+    }
+    let mut per_node: HashMap<(usize, usize), Agg> = HashMap::new();
+    for (&(leaf, row), a) in &per_leaf {
+        let mut cur = Some(leaf);
+        while let Some(n) = cur {
+            per_node.entry((n, row)).or_default().add(a);
+            cur = tree.nodes.get(n).and_then(|x| x.parent());
         }
     }
     let by_id: HashMap<&str, &StepRef> = refs.iter().map(|r| (r.id.as_str(), r)).collect();

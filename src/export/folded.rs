@@ -17,6 +17,7 @@
 
 use std::collections::HashMap;
 
+use crate::analyse::FastMap;
 use crate::analyse::calltree::ProcessGroups;
 use crate::analyse::classify::{WaitCategory, categorize};
 use crate::profile::{FrameKind, SampleKind, SampledProfile};
@@ -54,7 +55,7 @@ pub fn folded(p: &SampledProfile, on_cpu_only: bool) -> String {
 /// profile's frames and stacks).
 #[derive(Debug, Default)]
 pub struct StackWeights {
-    by_key: HashMap<(i32, i32, Option<u32>, SampleKind), u64>,
+    by_key: FastMap<(i32, i32, Option<u32>, SampleKind), u64>,
     /// `proc (pid);thread (tid)`, per (pid, tid) of `by_key`.
     prefixes: HashMap<(i32, i32), String>,
 }
@@ -62,7 +63,7 @@ pub struct StackWeights {
 impl StackWeights {
     /// One hash per sample.
     pub fn of(p: &SampledProfile) -> StackWeights {
-        let mut by_key: HashMap<(i32, i32, Option<u32>, SampleKind), u64> = HashMap::new();
+        let mut by_key: FastMap<(i32, i32, Option<u32>, SampleKind), u64> = FastMap::default();
         for s in p.samples.iter() {
             *by_key
                 .entry((s.pid, s.tid, s.stack.get(), s.kind))

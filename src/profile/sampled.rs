@@ -493,19 +493,9 @@ impl SampledProfile {
         out
     }
 
-    /// The (pid, tid) of every thread with a sample, in order. Inserted one by one:
-    /// collecting would first gather (and sort) a pair per sample.
+    /// The (pid, tid) of every thread with a sample, in order.
     pub fn sampled_threads(&self) -> std::collections::BTreeSet<(i32, i32)> {
-        let mut out = std::collections::BTreeSet::new();
-        let mut last = None;
-        for t in self.samples.threads() {
-            // Samples come in runs of one thread: look the set up once a run.
-            if last != Some(t) {
-                last = Some(t);
-                out.insert(t);
-            }
-        }
-        out
+        self.samples.distinct_threads().into_iter().collect()
     }
 
     /// Keep only the samples `keep` says to, in place, with the wakers and the waits

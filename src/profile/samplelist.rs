@@ -179,10 +179,20 @@ impl SampleList {
         (self.rows.iter_fields(SAMPLE)).map(|r| self.sample_of(r))
     }
 
-    /// Each sample's (pid, tid), in order: only the thread column is read.
-    pub fn threads(&self) -> impl Iterator<Item = (i32, i32)> + '_ {
-        (self.rows.iter_fields([THREAD]))
-            .map(|[t]| self.threads.get(t as u32).copied().unwrap_or((0, 0)))
+    /// Every (pid, tid) with a sample, in the order first seen: only the thread
+    /// column is read, and a thread is marked by its index, not looked up by name.
+    pub fn distinct_threads(&self) -> Vec<(i32, i32)> {
+        let mut seen = vec![false; self.threads.items().len()];
+        let mut out = Vec::new();
+        for [t] in self.rows.iter_fields([THREAD]) {
+            if let Some(s) = seen.get_mut(t as usize)
+                && !*s
+            {
+                *s = true;
+                out.extend(self.threads.get(t as u32));
+            }
+        }
+        out
     }
 
     /// The samples with their wakers, in order.

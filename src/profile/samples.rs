@@ -228,9 +228,10 @@ impl Samples {
         self.list.iter()
     }
 
-    /// Each sample's (pid, tid), in recorded order, without reading the rest of it.
-    pub fn threads(&self) -> impl Iterator<Item = (i32, i32)> + '_ {
-        self.list.threads()
+    /// Every (pid, tid) with a sample, in the order first seen, without reading the
+    /// rest of the samples.
+    pub fn distinct_threads(&self) -> Vec<(i32, i32)> {
+        self.list.distinct_threads()
     }
 
     /// Change sample `i` with `f` (nothing when there is no such sample).

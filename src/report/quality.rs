@@ -22,8 +22,9 @@
 //! - a noisy baseline: the slowest counted run more than [`MAX_SPREAD`] times the
 //!   fastest, named with the machine's load during the runs when it was recorded.
 
-use std::collections::HashMap;
 use std::fmt;
+
+use crate::analyse::FastMap;
 
 use super::baseline::BaselineSummary;
 use crate::profile::{Frame, MachineLoad, Recording, RunMeasurement, SampledProfile};
@@ -595,8 +596,7 @@ fn accounted(s: &SampledProfile) -> Option<(u64, u64)> {
     if s.quality.off_cpu_intervals == 0 {
         return None;
     }
-    let mut by_tid: std::collections::HashMap<(i32, i32), (u64, u64, u64)> =
-        std::collections::HashMap::new();
+    let mut by_tid: FastMap<(i32, i32), (u64, u64, u64)> = FastMap::default();
     for x in s.samples.iter() {
         let end = x.time_ns.saturating_add(x.weight_ns);
         let e = by_tid.entry((x.pid, x.tid)).or_insert((x.time_ns, end, 0));
@@ -631,8 +631,8 @@ fn is_unnamed(f: &Frame) -> bool {
 fn unnamed_time(s: &SampledProfile) -> (f64, Vec<String>) {
     let unnamed: Vec<bool> = s.frames.iter().map(is_unnamed).collect();
     // Leaf → the leaf-most unnamed frame of its stack, if any.
-    let mut by_leaf: HashMap<u32, Option<u32>> = HashMap::new();
-    let mut by_module: HashMap<&str, u128> = HashMap::new();
+    let mut by_leaf: FastMap<u32, Option<u32>> = FastMap::default();
+    let mut by_module: FastMap<&str, u128> = FastMap::default();
     let (mut total, mut bad) = (0u128, 0u128);
     for smp in s.samples.iter() {
         total += u128::from(smp.weight_ns);

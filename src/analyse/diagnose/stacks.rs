@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::profile::{Frame, FrameKind, SampleKind, SampledProfile};
 
+use super::super::FastMap;
 use super::super::classify::{WaitCategory, categorize};
 use super::facts::{HotLines, SyncFact, call_site, is_library};
 
@@ -28,7 +29,7 @@ pub(super) fn frames_of(p: &SampledProfile, leaf: Option<u32>) -> Vec<&Frame> {
 pub(super) fn syncs(p: &SampledProfile) -> Vec<SyncFact> {
     let mut by: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     // Per stack, not per wait: a profile has millions of waits and few stacks.
-    let mut sync_stack: HashMap<Option<u32>, bool> = HashMap::new();
+    let mut sync_stack: FastMap<Option<u32>, bool> = FastMap::default();
     for w in p.waits.iter() {
         let Some(s) = p.samples.get(w.sample as usize) else {
             continue;
@@ -74,7 +75,7 @@ pub(super) fn lock_waits(p: &SampledProfile, holders: bool) -> Vec<(String, f64)
     let mut on_cpu = None;
     let mut by: HashMap<String, (u64, std::collections::BTreeSet<i32>)> = HashMap::new();
     // Per stack and kind, not per sample: a profile has millions of waits and few stacks.
-    let mut is_lock: HashMap<(Option<u32>, SampleKind), bool> = HashMap::new();
+    let mut is_lock: FastMap<(Option<u32>, SampleKind), bool> = FastMap::default();
     for (i, s) in p.samples.iter().enumerate() {
         if s.kind == SampleKind::OnCpu {
             continue;
@@ -317,8 +318,8 @@ pub(super) fn cpu_figures(
 
 /// On-CPU weight per stack leaf, ns: one pass over the samples, then work per distinct
 /// stack instead of per sample.
-fn cpu_by_stack(p: &SampledProfile) -> HashMap<Option<u32>, u64> {
-    let mut by: HashMap<Option<u32>, u64> = HashMap::new();
+fn cpu_by_stack(p: &SampledProfile) -> FastMap<Option<u32>, u64> {
+    let mut by: FastMap<Option<u32>, u64> = FastMap::default();
     for s in p.samples.iter().filter(|s| s.kind == SampleKind::OnCpu) {
         *by.entry(s.stack.get()).or_default() += s.weight_ns;
     }
