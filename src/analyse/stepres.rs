@@ -13,7 +13,8 @@
 
 use std::collections::HashMap;
 
-use super::FastMap;
+use super::{FastMap, seek};
+use crate::packed::Packed;
 
 use crate::profile::SampledProfile;
 
@@ -250,15 +251,66 @@ fn rows_by_resource(p: &SampledProfile, uses: &[ResourceUse]) -> Vec<Option<usiz
 /// One sample of a thread: start, end, index, off-CPU.
 type Span = (u64, u64, usize, bool);
 
-/// Each thread's samples, by start: of the threads that made socket round trips only
-/// (32 bytes a sample: a million on-CPU samples of a program with no socket took 32 MB).
-fn samples_by_thread(p: &SampledProfile) -> HashMap<i32, Vec<Span>> {
+/// One thread's samples by start, bit-packed (see [`crate::packed`]): a few bytes a
+/// sample instead of 32, and in the spill file beyond the memory budget.
+#[derive(Debug, Default)]
+struct Spans(Packed<4>);
+
+impl Spans {
+    fn push(&mut self, (start, end, i, off): Span) {
+        self.0.push([start, end, i as u64, u64::from(off)]);
+    }
+
+    fn get(&self, k: usize) -> Option<Span> {
+        (self.0.get(k)).map(|[start, end, i, off]| (start, end, i as usize, off != 0))
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// In order, as `sort_unstable` orders the spans (a thread's are already, as the
+    /// samples are in time order: they are left as they are).
+    fn sorted(self) -> Spans {
+        let mut rows = self.0.iter();
+        let in_order = rows.next().is_none_or(|first| {
+            rows.try_fold(first, |prev, r| (prev <= r).then_some(r))
+                .is_some()
+        });
+        if in_order {
+            return self;
+        }
+        let mut v: Vec<[u64; 4]> = self.0.iter().collect();
+        v.sort_unstable();
+        let mut out = Packed::default();
+        for r in v {
+            out.push(r);
+        }
+        Spans(out)
+    }
+}
+
+impl From<Vec<Span>> for Spans {
+    fn from(v: Vec<Span>) -> Spans {
+        let mut out = Spans::default();
+        for x in v {
+            out.push(x);
+        }
+        out
+    }
+}
+
+/// Each thread's samples, by start: of the threads that made socket round trips only.
+fn samples_by_thread(p: &SampledProfile) -> FastMap<i32, Spans> {
     let turned: std::collections::HashSet<i32> = p
         .sockets
         .iter()
         .flat_map(|t| t.turns.iter().map(|u| u.tid))
         .collect();
-    let mut m: HashMap<i32, Vec<Span>> = HashMap::new();
+    if turned.is_empty() {
+        return FastMap::default();
+    }
+    let mut m: FastMap<i32, Spans> = FastMap::default();
     for (i, s) in p.samples.iter().enumerate() {
         if !turned.contains(&s.tid) {
             continue;
@@ -271,26 +323,25 @@ fn samples_by_thread(p: &SampledProfile) -> HashMap<i32, Vec<Span>> {
             off,
         ));
     }
-    for v in m.values_mut() {
-        v.sort_unstable();
-    }
-    m
+    m.into_iter().map(|(tid, v)| (tid, v.sorted())).collect()
 }
 
 /// The sample that stands for a reply read by `tid` at `t`: the blocked wait that
 /// ended just before it (the read of that very reply), else the sample covering `t`,
 /// else the last one before it within the window.
-fn sample_at(by_thread: &HashMap<i32, Vec<Span>>, tid: i32, t: u64) -> Option<usize> {
+fn sample_at(by_thread: &FastMap<i32, Spans>, tid: i32, t: u64) -> Option<usize> {
     let v = by_thread.get(&tid)?;
-    let after = v.partition_point(|&(start, ..)| start <= t);
-    let recent = v[..after].iter().rev().take(4);
+    let after = seek::bisect(0, v.len(), |k| {
+        v.get(k).is_some_and(|(start, ..)| start <= t)
+    });
+    let recent = (0..after).rev().take(4).filter_map(|k| v.get(k));
     let waited = recent
-        .filter(|&&(_, end, _, off)| off && end <= t.saturating_add(WAKE_SLACK_NS))
-        .find(|&&(_, end, ..)| t.saturating_sub(end) <= super::waited::READ_AFTER_WAKE_NS);
-    if let Some(&(.., i, _)) = waited {
+        .filter(|&(_, end, _, off)| off && end <= t.saturating_add(WAKE_SLACK_NS))
+        .find(|&(_, end, ..)| t.saturating_sub(end) <= super::waited::READ_AFTER_WAKE_NS);
+    if let Some((.., i, _)) = waited {
         return Some(i);
     }
-    let &(_, end, i, _) = v.get(after.checked_sub(1)?)?;
+    let (_, end, i, _) = v.get(after.checked_sub(1)?)?;
     (end >= t || t - end <= TURN_SAMPLE_WINDOW_NS).then_some(i)
 }
 
@@ -304,14 +355,14 @@ mod tests {
 
     #[test]
     fn a_turn_lands_on_the_sample_covering_it_or_just_before() {
-        let mut m = HashMap::new();
+        let mut m = FastMap::default();
         m.insert(
             7,
-            vec![
+            Spans::from(vec![
                 (0, 10, 0, false),
                 (20, 30, 1, false),
                 (200_000_000, 200_000_010, 2, false),
-            ],
+            ]),
         );
         assert_eq!(sample_at(&m, 7, 5), Some(0));
         assert_eq!(sample_at(&m, 7, 25), Some(1));
@@ -321,22 +372,42 @@ mod tests {
     }
 
     #[test]
+    fn spans_out_of_order_are_sorted_as_tuples_are() {
+        let v = vec![
+            (5, 9, 1, false),
+            (5, 7, 2, true),
+            (1, 2, 0, false),
+            (5, 7, 2, false),
+        ];
+        let mut want = v.clone();
+        want.sort_unstable();
+        let got = Spans::from(v).sorted();
+        let got: Vec<Span> = (0..got.len()).filter_map(|k| got.get(k)).collect();
+        assert_eq!(got, want);
+        let kept = Spans::from(want.clone()).sorted();
+        assert_eq!(kept.get(3), want.get(3).copied(), "in order: as it was");
+    }
+
+    #[test]
     fn a_turn_right_after_a_wait_is_that_wait_s() {
         let ms = 1_000_000;
-        let mut m = HashMap::new();
+        let mut m = FastMap::default();
         // on-CPU 0..1 ms, blocked 1..21 ms, on-CPU again from 21 ms.
         m.insert(
             7,
-            vec![
+            Spans::from(vec![
                 (0, ms, 0, false),
                 (ms, 21 * ms, 1, true),
                 (21 * ms, 22 * ms, 2, false),
-            ],
+            ]),
         );
         assert_eq!(sample_at(&m, 7, 21 * ms), Some(1));
         assert_eq!(sample_at(&m, 7, 21 * ms + 50_000), Some(1));
         // 5 ms after the wait: the covering sample.
-        m.insert(8, vec![(0, ms, 0, true), (ms, 10 * ms, 1, false)]);
+        m.insert(
+            8,
+            Spans::from(vec![(0, ms, 0, true), (ms, 10 * ms, 1, false)]),
+        );
         assert_eq!(sample_at(&m, 8, 6 * ms), Some(1));
     }
 }
