@@ -282,11 +282,7 @@ impl Spans {
         }
         let mut v: Vec<[u64; 4]> = self.0.iter().collect();
         v.sort_unstable();
-        let mut out = Packed::default();
-        for r in v {
-            out.push(r);
-        }
-        Spans(out)
+        Spans(v.into_iter().collect())
     }
 }
 

@@ -607,6 +607,16 @@ impl<const N: usize> Packed<N> {
     }
 }
 
+impl<const N: usize> FromIterator<[u64; N]> for Packed<N> {
+    fn from_iter<I: IntoIterator<Item = [u64; N]>>(it: I) -> Packed<N> {
+        let mut out = Packed::default();
+        for r in it {
+            out.push(r);
+        }
+        out
+    }
+}
+
 /// Rows of `N` integers for some indices of a larger list (the samples), pushed in
 /// ascending index order: a bit per index of the list and a count per 64 of them find an
 /// index's row in constant time, and the rows are [`Packed`].

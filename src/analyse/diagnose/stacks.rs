@@ -5,9 +5,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::profile::{Frame, FrameKind, SampleKind, SampledProfile};
 
-use super::super::FastMap;
 use super::super::classify::{WaitCategory, categorize};
+use super::super::{FastMap, seek};
 use super::facts::{HotLines, SyncFact, call_site, is_library};
+use crate::packed::Packed;
 
 /// The frames of a stack, leaf first.
 pub(super) fn frames_of(p: &SampledProfile, leaf: Option<u32>) -> Vec<&Frame> {
@@ -156,24 +157,35 @@ fn is_lock_plumbing(function: &str) -> bool {
 pub const HOLDER_WINDOW_NS: u64 = 20_000_000;
 
 /// Each thread's on-CPU samples (indices into `p.samples`), in time order.
-fn on_cpu_by_thread(p: &SampledProfile) -> HashMap<i32, Vec<u32>> {
-    let mut by: HashMap<i32, Vec<u32>> = HashMap::new();
+fn on_cpu_by_thread(p: &SampledProfile) -> FastMap<i32, Packed<1>> {
+    let mut by: FastMap<i32, Packed<1>> = FastMap::default();
     for (i, s) in p.samples.iter().enumerate() {
         if s.kind == SampleKind::OnCpu {
-            // Indices fit: a recording holds at most `validate::MAX_SAMPLES` (50 M).
-            by.entry(s.tid).or_default().push(i as u32);
+            // A thread's indices rise slowly: a few bits each (and in the spill file
+            // beyond the memory budget).
+            by.entry(s.tid).or_default().push([i as u64]);
         }
     }
+    let time = |[i]: [u64; 1]| p.samples.time_ns(i as usize);
     for v in by.values_mut() {
-        v.sort_unstable_by_key(|&i| p.samples.time_ns(i as usize));
+        // In time order already when the samples are, as a recording's are.
+        if v.iter().map(time).is_sorted() {
+            continue;
+        }
+        let mut rows: Vec<[u64; 1]> = v.iter().collect();
+        rows.sort_unstable_by_key(|&r| time(r));
+        *v = rows.into_iter().collect();
     }
     by
 }
 
-fn last_on_cpu(p: &SampledProfile, by: &HashMap<i32, Vec<u32>>, tid: i32, t: u64) -> Option<u32> {
+fn last_on_cpu(p: &SampledProfile, by: &FastMap<i32, Packed<1>>, tid: i32, t: u64) -> Option<u32> {
     let v = by.get(&tid)?;
-    let i = v.partition_point(|&k| p.samples.time_ns(k as usize) <= t);
-    let s = p.samples.get(*v.get(i.checked_sub(1)?)? as usize)?;
+    let at = |k: usize| v.column(k, 0).map(|i| i as usize);
+    let i = seek::bisect(0, v.len(), |k| {
+        at(k).is_some_and(|i| p.samples.time_ns(i) <= t)
+    });
+    let s = p.samples.get(at(i.checked_sub(1)?)?)?;
     (t - s.time_ns <= HOLDER_WINDOW_NS)
         .then_some(s.stack.get())
         .flatten()
@@ -324,4 +336,46 @@ fn cpu_by_stack(p: &SampledProfile) -> FastMap<Option<u32>, u64> {
         *by.entry(s.stack.get()).or_default() += s.weight_ns;
     }
     by
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Leaf, Samples, ThreadSample, WaitState};
+
+    #[test]
+    fn a_waker_without_a_stack_lends_its_last_on_cpu_sample_s() {
+        let at = |tid, time_ns, stack, kind| ThreadSample {
+            pid: 1,
+            tid,
+            time_ns,
+            stack: Leaf::new(Some(stack)),
+            weight_ns: 1_000,
+            kind,
+        };
+        let off = SampleKind::OffCpu {
+            state: WaitState::Sleeping,
+        };
+        let on = SampleKind::OnCpu;
+        let p = SampledProfile {
+            samples: Samples::from(vec![
+                at(2, 1_000, 10, on),
+                at(3, 1_500, 11, on),
+                at(2, 2_000, 12, off),
+                at(2, 3_000, 13, on),
+            ]),
+            ..SampledProfile::default()
+        };
+        let by = on_cpu_by_thread(&p);
+        assert_eq!(
+            last_on_cpu(&p, &by, 2, 2_500),
+            Some(10),
+            "not the off-CPU one"
+        );
+        assert_eq!(last_on_cpu(&p, &by, 2, 3_000), Some(13));
+        assert_eq!(last_on_cpu(&p, &by, 2, 500), None, "none before");
+        assert_eq!(last_on_cpu(&p, &by, 4, 3_000), None, "no such thread");
+        let late = 1_500 + HOLDER_WINDOW_NS + 1;
+        assert_eq!(last_on_cpu(&p, &by, 3, late), None, "too long before");
+    }
 }
