@@ -3,6 +3,10 @@
 # Needs W (work folder), PM (profmap), PERF; PM_PREV optional; EXPORTS optional (a
 # comma-separated --export list: every profmap report writes those formats too).
 
+# A kept work folder (KEEP=1, W reused) holds the timings of earlier invocations: the
+# medians are of this one's rounds only.
+rm -f "$W"/*.runs "$W"/*.warm
+
 # t OUTFILE CMD...: append "wall_s max_rss_kb" of CMD to OUTFILE.
 t() {
   local out=$1; shift

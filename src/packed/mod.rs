@@ -234,9 +234,9 @@ impl<const N: usize> Block<N> {
         self.unpack_columns_into(out, ALL);
     }
 
-    /// Every row, into `out`, with only the columns of `mask` (bit `c` for column `c`)
-    /// read: the others hold the block's smallest value. A pass that needs a few
-    /// columns of many skips the others' bits.
+    /// Every row, into `out`, with only the columns marked in `columns` (bit `c` for
+    /// column `c`) read: the others hold the block's smallest value. A pass that needs
+    /// a few columns of many skips the others' bits.
     fn unpack_columns_into(&self, out: &mut Vec<[u64; N]>, columns: u64) {
         out.clear();
         out.resize(BLOCK, self.base);

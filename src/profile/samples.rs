@@ -368,6 +368,17 @@ mod tests {
     }
 
     #[test]
+    fn distinct_threads_are_those_with_a_sample_left_in_first_seen_order() {
+        let mut s = ten();
+        s.update(4, |x| x.tid = 7);
+        assert_eq!(s.distinct_threads(), [(1, 1), (1, 2), (1, 7)]);
+        s.retain(|x| x.tid != 1);
+        assert_eq!(s.distinct_threads(), [(1, 2), (1, 7)], "none of tid 1 left");
+        s.for_each_mut(|x| x.tid = 5);
+        assert_eq!(s.distinct_threads(), [(1, 5)]);
+    }
+
+    #[test]
     fn wakers_follow_their_samples_through_filtered_retain_and_truncate() {
         let s = ten();
         assert_eq!(s.len(), 10);
