@@ -213,14 +213,7 @@ impl Entries {
     /// Sorted by `key` as `sort_unstable_by_key` sorts them (which leaves entries already
     /// in order, as one thread's nearly always are, as they are).
     fn sort_by_key<K: Ord>(&mut self, key: impl Fn(u32) -> K) {
-        let mut prev = None;
-        let sorted = self.iter_from(0).all(|v| {
-            let k = key(v);
-            let ok = prev.as_ref().is_none_or(|p| *p <= k);
-            prev = Some(k);
-            ok
-        });
-        if sorted {
+        if self.iter_from(0).map(&key).is_sorted() {
             return;
         }
         let mut v: Vec<u32> = self.iter_from(0).collect();

@@ -272,27 +272,12 @@ impl Spans {
     /// In order, as `sort_unstable` orders the spans (a thread's are already, as the
     /// samples are in time order: they are left as they are).
     fn sorted(self) -> Spans {
-        let mut rows = self.0.iter();
-        let in_order = rows.next().is_none_or(|first| {
-            rows.try_fold(first, |prev, r| (prev <= r).then_some(r))
-                .is_some()
-        });
-        if in_order {
+        if self.0.iter().is_sorted() {
             return self;
         }
         let mut v: Vec<[u64; 4]> = self.0.iter().collect();
         v.sort_unstable();
         Spans(v.into_iter().collect())
-    }
-}
-
-impl From<Vec<Span>> for Spans {
-    fn from(v: Vec<Span>) -> Spans {
-        let mut out = Spans::default();
-        for x in v {
-            out.push(x);
-        }
-        out
     }
 }
 
@@ -348,6 +333,16 @@ const WAKE_SLACK_NS: u64 = 100_000;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl From<Vec<Span>> for Spans {
+        fn from(v: Vec<Span>) -> Spans {
+            let mut out = Spans::default();
+            for x in v {
+                out.push(x);
+            }
+            out
+        }
+    }
 
     #[test]
     fn a_turn_lands_on_the_sample_covering_it_or_just_before() {

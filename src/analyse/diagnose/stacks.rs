@@ -166,15 +166,15 @@ fn on_cpu_by_thread(p: &SampledProfile) -> FastMap<i32, Packed<1>> {
             by.entry(s.tid).or_default().push([i as u64]);
         }
     }
-    let time = |[i]: [u64; 1]| p.samples.time_ns(i as usize);
+    let time = |i: u32| p.samples.time_ns(i as usize);
     for v in by.values_mut() {
         // In time order already when the samples are, as a recording's are.
-        if v.iter().map(time).is_sorted() {
+        if v.iter().map(|[i]| time(i as u32)).is_sorted() {
             continue;
         }
-        let mut rows: Vec<[u64; 1]> = v.iter().collect();
-        rows.sort_unstable_by_key(|&r| time(r));
-        *v = rows.into_iter().collect();
+        let mut indices: Vec<u32> = v.iter().map(|[i]| i as u32).collect();
+        indices.sort_unstable_by_key(|&i| time(i));
+        *v = indices.into_iter().map(|i| [u64::from(i)]).collect();
     }
     by
 }
